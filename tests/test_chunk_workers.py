@@ -109,7 +109,7 @@ def test_a_file_that_fails_its_grammar_in_a_worker_is_chunked_without_it_and_nam
         tmp_path: Path, failure: str, said: str, files: int) -> None:
     # The broken (or stuck, then killed) pool left every file in flight to the indexing process, which then crashed
     # or hung for good, a core at 100%, on the same file: the language server or `serve` died on a file of the
-    # workspace (untrusted input). The graph's facts, taken in workers too, parse the same file with the same grammar.
+    # workspace (untrusted input). The graph's facts, taken in workers too, parsed the same file with the same grammar.
     # Under POOL_MIN_ITEMS every file was chunked, and its facts taken, in the indexing process itself.
     root = tmp_path / "repo"
     root.mkdir()
@@ -126,7 +126,8 @@ def test_a_file_that_fails_its_grammar_in_a_worker_is_chunked_without_it_and_nam
     assert report.split(maxsplit=1)[1] == f"[('m7.py', 'grammar {said}')] 1 0"
     assert all(not alive(int(pid)) for pid in kept.split()), "a worker outlived the indexing process"
     assert f"chunking m7.py {said}" in done.stderr
-    assert f"taking the graph's facts of m7.py {said}" in done.stderr
+    # Not parsed again for the graph's facts: its grammar would fail on it a second time (a second timeout)
+    assert "taking the graph's facts of m7.py" not in done.stderr
 
 
 def test_a_file_whose_grammar_crashed_is_parsed_again_once_the_grammars_are_upgraded(tmp_path: Path) -> None:
@@ -210,3 +211,26 @@ def test_a_pool_whose_every_task_in_flight_loops_leaves_its_files_to_a_worker_ne
     assert done.stdout.splitlines() == ["220 2", f"m000.rb: {said}", f"m064.rb: {said}", "left:"], done.stderr
     assert "continuing in this process" not in done.stderr
 
+
+def test_after_two_files_a_grammar_fails_on_the_rest_of_its_language_is_not_parsed_until_the_next_run(
+        tmp_path: Path) -> None:
+    # Each file a grammar looped on cost its worker the whole timeout (120 s), and its graph's facts as long again: a
+    # repository that planted 40 such files held a core for 160 min before its index was done.
+    root = tmp_path / "repo"
+    looping_workspace(root, 9, {0, 1, 2, 3, 4})
+    (root / "m004.rb").write_text("def f4(a)\n  a\nend\n")  # honest, but of the language whose grammar failed
+    script = tmp_path / "index.py"
+    script.write_text(INDEX_LOOPING_FILES)
+    runs = [subprocess.run([sys.executable, str(script), str(root), "hang"], capture_output=True, text=True,
+                           timeout=240) for _ in range(2)]
+    assert all(run.returncode == 0 for run in runs), [run.stdout + run.stderr for run in runs]
+    failed = "grammar did not finish: its worker process took longer than 5 s"
+    not_run = "grammar was not run: it crashed or did not finish on 2 other files of its language in this run"
+    first, again = (run.stdout.splitlines() for run in runs)
+    assert first == ["9 5", f"m000.rb: {failed}", f"m001.rb: {failed}", f"m002.rb: {not_run}", f"m003.rb: {not_run}",
+                     f"m004.rb: {not_run}", "left:"], runs[0].stderr
+    assert "chunking: ruby crashed or did not finish on 2 files in this run: its other files are not run" \
+        in runs[0].stderr
+    # The next run tries the files not run again (the two it fails on stay as they were until the grammars change)
+    assert again == ["3 5", f"m000.rb: {failed}", f"m001.rb: {failed}", f"m002.rb: {failed}", f"m003.rb: {failed}",
+                     f"m004.rb: {not_run}", "left:"], runs[1].stderr

@@ -193,6 +193,45 @@ def test_a_row_that_fails_in_its_worker_is_never_run_in_this_process_and_the_oth
     assert " ".join(out[2:]) == "|".join(f"{cause}:{n}" for n in sorted(failing)), out
 
 
+def test_once_rows_of_a_kind_failed_twice_in_their_workers_the_others_of_that_kind_are_not_run(tmp_path: Path) -> None:
+    # Every row a grammar crashed or looped on cost a worker (and, looping, `timeout_s`): a repository that planted
+    # thousands of such files held a core for hours. Two crash here in a task (then alone); the others of their kind,
+    # in the tasks in flight and in those handed out after, get `crashed`'s result without a worker.
+    out = run_case(tmp_path, """
+        import signal
+
+        from codeloupe import parallel
+
+        BAD = {70, 71, 72, 200, 250, 290}
+        CRASHING = {70, 71, 72, 200, 250}  # 290: bad kind, but would run
+
+        def doubled_in_a_worker(parent: int, n: int) -> object:
+            if os.getpid() == parent:
+                return "run in the parent"
+            if n in CRASHING:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            return 2 * n
+
+        def crashed(cause: str, parent: int, n: int) -> str:
+            return f"{n}:{cause}"
+
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            rows = [(os.getpid(), n) for n in range(parallel.POOL_MIN_ITEMS + 100)]
+            done = list(parallel.map_in_workers(doubled_in_a_worker, iter(rows), len(rows), what="test",
+                                                size=lambda *_: 1000, crashed=crashed,
+                                                kind=lambda _, n: "bad" if n in BAD else "good"))
+            print(done[:70] + done[73:200] == [2 * n for n in [*range(70), *range(73, 200)]],
+                  [pid for pid in children_of(os.getpid()) if alive(pid)])
+            print("|".join(result for result in done if isinstance(result, str)))
+    """)
+    assert out[:2] == ["True", "[]"], out
+    crash = "crashed: its worker process was killed by SIGSEGV"
+    not_run = "was not run: it crashed or did not finish on 2 other files of its language in this run"
+    assert " ".join(out[2:]).split("|") == [f"70:{crash}", f"71:{crash}", *(f"{n}:{not_run}" for n in (72, 200, 250,
+                                                                                                            290))]
+
+
 def test_a_worker_that_exits_rather_than_crashes_leaves_its_rows_to_this_process(tmp_path: Path) -> None:
     # A worker that could not start (or exited by itself) says nothing about its rows: they are not taken for
     # crashing ones (every file chunked without its grammar), but done here, as before.

@@ -26,7 +26,7 @@ from itertools import islice
 from pathlib import Path
 
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, chunked_version, detect_language, is_doc_language
-from codeloupe.chunk.chunker import STRATEGY_NOT_RUN_VERSION
+from codeloupe.chunk.chunker import GRAMMAR_FAILED, STRATEGY_NOT_RUN_VERSION
 from codeloupe.chunk.languages import grammar_versions
 from codeloupe.chunk.strategies import Strategy
 from codeloupe.chunk.strategy_process import retry_worker_start
@@ -48,7 +48,7 @@ from codeloupe.discover import (
 )
 from codeloupe.lanes.lexical import KeptCounts, count_chunk_terms
 from codeloupe.lanes.tokens import path_tokens
-from codeloupe.parallel import map_in_workers, retry_kept_worker_start, until
+from codeloupe.parallel import NOT_RUN, map_in_workers, retry_kept_worker_start, until
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, SkippedFile, StoreRebuilt
 from codeloupe.store.protocol import IndexStore
@@ -334,7 +334,8 @@ def index_files(store: IndexStore, settings: Settings, files: list[tuple[Candida
     # In worker processes, as `index_workspace` chunks: a grammar's crash or loop on a file costs that file only.
     prepared_all = map_in_workers(prepare_bytes, ((c, raw, _known_hash(existing.get(c.rel_path)), settings, strategies)
                                                   for c, raw in files), len(files), what="chunking",
-                                  size=lambda _, raw, *__: len(raw), crashed=prepare_bytes_crashed)
+                                  size=lambda _, raw, *__: len(raw), crashed=prepare_bytes_crashed,
+                                  kind=language_by_path)
     try:
         for done, ((candidate, _), prepared) in enumerate(zip(files, prepared_all), 1):
             row = existing.get(candidate.rel_path)
@@ -511,8 +512,6 @@ def strategies_in_force(store: IndexStore, strategies: tuple[Strategy, ...]) -> 
 
 # Index meta: the grammars' versions (`grammar_versions`) the index was last chunked under.
 _GRAMMARS_KEY = "grammar_versions"
-# The fallback reasons of a file whose grammar crashed or never finished on it (`prepare_crashed`, `map_in_workers`).
-_GRAMMAR_FAILED = ("grammar crashed:", "grammar did not finish:", "grammar was not run:")
 
 
 def grammars_in_force(store: IndexStore) -> None:
@@ -523,7 +522,7 @@ def grammars_in_force(store: IndexStore) -> None:
     chunks every file again.) A grammar that still fails on one costs its worker again, once per upgrade."""
     current = grammar_versions()
     if store.get_meta(_GRAMMARS_KEY) != current:
-        failed = [path for path, reason in store.chunking_problems() if reason.startswith(_GRAMMAR_FAILED)]
+        failed = [path for path, reason in store.chunking_problems() if reason.startswith(GRAMMAR_FAILED)]
         store.set_chunker_version(failed, STRATEGY_NOT_RUN_VERSION)
         store.set_meta(_GRAMMARS_KEY, current)
 
@@ -566,9 +565,11 @@ def prepare_bytes_crashed(cause: str, candidate: Candidate, raw: bytes, known_ha
 
 
 def _grammar_failed(candidate: Candidate, cause: str) -> str:
-    """The fallback reason of a file whose grammar failed in its worker (`cause`), said in the log."""
-    log.warning("chunking %s %s (its grammar's doing, as far as known): it is chunked in line windows, without its"
-                " grammar", candidate.rel_path, cause)
+    """The fallback reason of a file whose grammar failed in its worker (`cause`), said in the log; or that was not
+    run for its failures on other files (said once, for all of them, by `map_in_workers`)."""
+    log.log(logging.INFO if cause.startswith(NOT_RUN) else logging.WARNING,
+            "chunking %s %s (its grammar's doing, as far as known): it is chunked in line windows, without its grammar",
+            candidate.rel_path, cause)
     return f"grammar {cause}"
 
 
@@ -600,7 +601,15 @@ def prepare_files(jobs: list[tuple[Candidate, str]], settings: Settings, strateg
     their start and first task (seconds on a loaded machine), past the 1.5 s a language server's exit allows, which
     then left with the pool never let go (the resource tracker's leaked semaphores on the editor's output)."""
     return map_in_workers(prepare, ((c, k, settings, strategies) for c, k in jobs), len(jobs), what="chunking",
-                          size=lambda candidate, *_: candidate.size, should_stop=should_stop, crashed=prepare_crashed)
+                          size=lambda candidate, *_: candidate.size, should_stop=should_stop, crashed=prepare_crashed,
+                          kind=language_by_path)
+
+
+def language_by_path(candidate: Candidate, *_: object) -> str | None:
+    """A file's language where its path tells it (`map_in_workers`' `kind`, whose breaker stops parsing a language
+    after its grammar failed on a few files of the run); None where its text would have to."""
+    language = detect_language(candidate.rel_path)
+    return None if language == "text" else language
 
 
 def _known_hash(row: FileRow | None) -> str:

@@ -14,13 +14,13 @@ import signal
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from itertools import chain
 from multiprocessing.connection import Connection
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 log = logging.getLogger("codeloupe.parallel")
 
@@ -44,6 +44,11 @@ TASK_ROWS = 64
 # A task is a few files' chunks or graph facts (`TASK_BYTES`), or one batch of embedding windows: seconds at most,
 # so this is far above any honest wait, worker start-up on a loaded machine included.
 WORKER_TIMEOUT_S = 120.0
+# How many rows of one language (`map_in_workers`' `kind`) may crash or run past their time in one map before the
+# others are not run: two, so that one file's bad luck (a crash that strikes half the processes) does not cost the
+# rest of its language its grammar, and a repository that plants thousands costs two timeouts, not thousands.
+BREAKER_ROWS = 2
+NOT_RUN = "was not run:"  # `crashed`'s cause for a row the breaker refused: never parsed, so worth trying again
 _END = object()  # no item (an item may be None): `until`'s end of its items, `map_in_workers`' no result yet
 # How often a map given `should_stop` asks it while it waits for a result (the workers starting: seconds on a
 # loaded machine, where spawned workers import the engine first).
@@ -55,7 +60,8 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                    meanwhile: Callable[[], object] | None = None,
                    should_stop: Callable[[], bool] | None = None,
                    size: Callable[..., int] | None = None,
-                   crashed: Callable[..., T] | None = None) -> Generator[T, None, None]:
+                   crashed: Callable[..., T] | None = None,
+                   kind: Callable[..., str | None] | None = None) -> Generator[T, None, None]:
     """`fn(*row)` for each of the `count` rows, in order; in a pool of worker processes when there are
     enough rows to pay for starting it (`min_items`, `POOL_MIN_ITEMS` unless rows are larger tasks). Rows are
     drawn lazily, a bounded number in flight, so a large input (file texts) is never all in memory. `fn` must
@@ -90,9 +96,15 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     the first file of every task), the rows the pool leaves go to a worker process kept for the maps after
     (`_apart`), a row at a time. With too few rows for a pool (a save's file, a small workspace), each row goes to
     that kept worker too, with the same outcome for a row it dies or runs late on; only where none can start are
-    the rows done here."""
+    the rows done here.
+
+    `kind(*row)`, with `crashed`: the row's language (None: not told by its path). Once `crashed` has been given
+    `BREAKER_ROWS` rows of one language, this map runs none of that language's other rows (a repository that
+    plants many files its grammar loops on: each would cost `timeout_s` of a worker): they get
+    `crashed(NOT_RUN + "...", *row)`, here, without a worker."""
     rows = iter(rows)
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
+    breaker: _Breaker[T] = _Breaker(what, crashed, kind)
     pending: deque[tuple[list[tuple], Future]] = deque()
     # The rows drawn and on no worker's `pending` task: the task being handed over, and those `_tasks` holds for
     # the next one. A pool that fails leaves them, with `pending`'s, to this process, in order.
@@ -113,15 +125,14 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                 with ProcessPoolExecutor(1 if alone else workers, mp_context=context, initializer=exit_with_parent,
                                          initargs=(os.getpid(),)) as pool:
                     try:
-                        _hand_out_again(pool, fn, pending, alone)
+                        _hand_out_again(pool, fn, pending, alone, breaker)
                         if alone:
                             while pending:
                                 yield from _first_result(pending, timeout_s, should_stop)
                         else:
                             for task in chain([unsent] if unsent else [], tasks):
                                 unsent = task  # until it is on `pending`: a pool broken already refuses it
-                                pending.append((task, submit(pool, _run_task, fn, task)))
-                                unsent = []
+                                _hand_over(pool, fn, unsent, pending, breaker, len(unsent))
                                 if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
                                     results = _first_result(pending, timeout_s, should_stop)
                                     answered = True
@@ -184,7 +195,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                         yield from pending.popleft()[1].result()
                     # (a late row that finished as its worker was killed has its result above: no row is blamed)
                     if pending and (late is None or pending[0][1] is late):
-                        yield crashed(cause, *pending.popleft()[0][0])
+                        yield breaker.failed(cause, pending.popleft()[0][0])
                 else:
                     log.info("%s: a task %s; its rows and the others' in flight go to a worker of their own, one at"
                              " a time", what, cause)
@@ -193,7 +204,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     # or a loop costs that row only; without, here.
     def rest(left: Iterator[tuple]) -> Iterator[T]:
         return (fn(*row) for row in left) if crashed is None else \
-            _apart(fn, left, what, timeout_s, should_stop, crashed)
+            _apart(fn, left, what, timeout_s, should_stop, breaker)
 
     # One result ahead, so that `meanwhile` runs (and its error is raised) before the last one is handed over.
     last = _END
@@ -211,24 +222,41 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
 
 
 def _hand_out_again(pool: Executor, fn: Callable[..., T], pending: deque[tuple[list[tuple], Future]],
-                    alone: bool) -> None:
+                    alone: bool, breaker: _Breaker[T]) -> None:
     """The tasks a broken pool left on `pending`, handed to `pool`, in order: those it finished keep their results;
     `alone`, the others go a row a task."""
-    again = deque(pending)
+    again = deque((task if _succeeded(failed) else list(task), failed) for task, failed in pending)
     pending.clear()
     try:
         while again:
             task, failed = again[0]
             if _succeeded(failed):
                 pending.append((task, failed))
-            while task and not _succeeded(failed):
-                part = task[:1] if alone else task
-                pending.append((part, submit(pool, _run_task, fn, part)))
-                task = task[len(part):]
-                again[0] = (task, failed)
+            else:
+                _hand_over(pool, fn, task, pending, breaker, 1 if alone else len(task))
             again.popleft()
     finally:  # this pool broke too: what it was not handed stays owed, in order
         pending.extend(again)
+
+
+def _hand_over(pool: Executor, fn: Callable[..., T], task: list[tuple], pending: deque[tuple[list[tuple], Future]],
+               breaker: _Breaker[T], most: int) -> None:
+    """`task`'s rows onto `pending`, in order, taken off `task` as they go (a pool that breaks meanwhile leaves the
+    rest on it): handed to `pool` up to `most` rows a task, but those `breaker` refuses, which get their result
+    here, as a task already done."""
+    while task:
+        if breaker.refuses(task[0]):
+            done: Future = Future()
+            done.set_result([breaker.refused(task[0])])
+            pending.append((task[:1], done))
+            del task[:1]
+            continue
+        count = 1
+        while count < min(most, len(task)) and not breaker.refuses(task[count]):
+            count += 1
+        part = task[:count]
+        pending.append((part, submit(pool, _run_task, fn, part)))
+        del task[:count]
 
 
 def _results_left(pending: deque[tuple[list[tuple], Future]],
@@ -292,11 +320,15 @@ def _run_task(fn: Callable[..., T], task: list[tuple]) -> list[T]:
 
 
 def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: float,
-           should_stop: Callable[[], bool] | None, crashed: Callable[..., T]) -> Iterator[T]:
+           should_stop: Callable[[], bool] | None, breaker: _Breaker[T]) -> Iterator[T]:
     """`fn(*row)` for each row, each in a kept worker (`_KeptWorker`): a row its worker dies on, or runs past
-    `timeout_s` on, gets `crashed(cause, *row)` (the pool's wording) and the worker is replaced for the next. Where
-    no worker can start, the rows are done in this process, as before. `_Stopped` once `should_stop()` is true."""
+    `timeout_s` on, gets `crashed(cause, *row)` (the pool's wording) and the worker is replaced for the next; a row
+    `breaker` refuses is not run. Where no worker can start, the rows are done in this process, as before.
+    `_Stopped` once `should_stop()` is true."""
     for row in rows:
+        if breaker.refuses(row):
+            yield breaker.refused(row)
+            continue
         worker = _take_kept_worker(what)
         if worker is None:  # none can start: this row and the rest here, not asked again for each
             yield fn(*row)
@@ -316,7 +348,7 @@ def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: fl
             log.warning("%s in a worker process failed (%s); continuing in this process", what, value)
             yield fn(*row)
         else:
-            yield crashed(value, *row)
+            yield breaker.failed(str(value), row)
 
 
 # How long a kept worker may take to be ready, and to import the module of a map's function (a spawned one imports
@@ -527,6 +559,39 @@ def _first_result(pending: deque[tuple[list[tuple], Future[list[T]]]], timeout_s
     result = future.result(0 if should_stop is not None else timeout_s)
     pending.popleft()
     return result
+
+
+class _Breaker(Generic[T]):
+    """A map's count of the rows that failed in their worker (`crashed`), by `kind` (a file's language), and the rows
+    it no longer runs: those of a kind that failed `BREAKER_ROWS` times (see `map_in_workers`)."""
+
+    def __init__(self, what: str, crashed: Callable[..., T] | None, kind: Callable[..., str | None] | None) -> None:
+        self._what = what
+        self._crashed = crashed
+        self._kind = kind
+        self._failures: Counter[str] = Counter()
+        self._broken: set[str] = set()
+
+    def failed(self, cause: str, row: tuple) -> T:
+        """`crashed(cause, *row)`, counted against the row's kind."""
+        assert self._crashed is not None
+        kind = self._kind(*row) if self._kind is not None else None
+        if kind is not None:
+            self._failures[kind] += 1
+            if self._failures[kind] == BREAKER_ROWS:
+                self._broken.add(kind)
+                log.warning("%s: %s crashed or did not finish on %d files in this run: its other files are not run",
+                            self._what, kind, BREAKER_ROWS)
+        return self._crashed(cause, *row)
+
+    def refuses(self, row: tuple) -> bool:
+        return bool(self._broken) and self._kind is not None and self._kind(*row) in self._broken
+
+    def refused(self, row: tuple) -> T:
+        """`crashed`'s result for a row it `refuses`, not run."""
+        assert self._crashed is not None
+        return self._crashed(f"{NOT_RUN} it crashed or did not finish on {BREAKER_ROWS} other files of its language"
+                             " in this run", *row)
 
 
 class _Meanwhile:

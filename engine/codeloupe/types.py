@@ -263,7 +263,8 @@ class ChunkedFile:
     fallback_reason: str = ""  # why the file was not chunked as planned (line windows, or a strategy that failed)
     # A chunk strategy's load warning met on this file (its module did not load): the index reports it once.
     strategy_warning: str = ""
-    # The strategy claiming the file did not run on it (`StrategyNotRun`): its chunks are a fallback, for now.
+    # The strategy claiming the file did not run on it (`StrategyNotRun`), or its grammar did not (it failed on other
+    # files of the file's language in the run; the name is older): its chunks are a fallback, for now.
     strategy_not_run: bool = False
 
 

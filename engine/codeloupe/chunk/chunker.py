@@ -23,7 +23,7 @@ from codeloupe.chunk.strategies import (
     strategy_for,
 )
 from codeloupe.chunk.syntax import Definition, DefinitionFinder, Piece, SyntaxChunker
-from codeloupe.parallel import map_in_workers
+from codeloupe.parallel import NOT_RUN, map_in_workers
 from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Symbol
 
 log = logging.getLogger("codeloupe.chunk")
@@ -36,9 +36,13 @@ CHUNKER_VERSION = 2
 # it did not run on it (`StrategyNotRun`: no worker process could start, ...): no chunker's version, so the file
 # is never current and the next index run chunks it again, its strategy first. A version bump would chunk every
 # file of every index again; this chunks those files only. Recorded too for the files a changed set of strategies
-# claims (`index.strategies_in_force`): no strategy in force ran on them yet; and for the files chunked without their
-# grammar because it crashed or never finished on them, once the grammars are upgraded (`index.grammars_in_force`).
+# claims (`index.strategies_in_force`): no strategy in force ran on them yet; for the files chunked without their
+# grammar because it crashed or never finished on them, once the grammars are upgraded (`index.grammars_in_force`);
+# and for those whose grammar was not run because it failed on other files of their language in the run.
 STRATEGY_NOT_RUN_VERSION = 0
+# The fallback reasons of a file whose grammar crashed or never finished on it, or was not run on it for doing so on
+# other files (`index.prepare_crashed`, `parallel.map_in_workers`).
+GRAMMAR_FAILED = ("grammar crashed:", "grammar did not finish:", f"grammar {NOT_RUN}")
 
 # A line this long is a minified bundle or a data blob: parsing it buys nothing, windows it is.
 GIANT_LINE_CHARS = 20_000
@@ -102,6 +106,8 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
                     language = PurePosixPath(path.lower()).suffix.lstrip(".") or language
         if pieces is None:
             pieces, definitions, skeleton, reason = _plan(path, lines, language, budget, grammar_crashed)
+            # its grammar refused for its language's failures on other files (`parallel.BREAKER_ROWS`), not its own
+            not_run = not_run or reason.startswith(f"grammar {NOT_RUN}")
     except (Exception, RecursionError) as exc:  # the chunker must not lose a file to its own bug
         log.warning("chunker failed on %s (%s); using line windows", path, exc, exc_info=True)
         reason = f"error: {type(exc).__name__}: {exc}"
@@ -121,8 +127,8 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
 
 
 def chunked_version(chunked: ChunkedFile) -> int:
-    """The chunker version a file's row records for `chunked`: this chunker's, unless the file's strategy did not
-    run on it (`STRATEGY_NOT_RUN_VERSION`)."""
+    """The chunker version a file's row records for `chunked`: this chunker's, unless the file's strategy or its
+    grammar did not run on it (`STRATEGY_NOT_RUN_VERSION`)."""
     return STRATEGY_NOT_RUN_VERSION if chunked.strategy_not_run else CHUNKER_VERSION
 
 

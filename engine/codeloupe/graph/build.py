@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from codeloupe.arrays import distinct, find_sorted
+from codeloupe.chunk.chunker import GRAMMAR_FAILED
 from codeloupe.discover import IndexStopped
 from codeloupe.graph import analysis, semantic
 from codeloupe.graph.compact import EDGE_KINDS, Adjacency, EdgeTable, NodeDefinitions, PackedFacts, PathIndex
@@ -37,7 +38,7 @@ from codeloupe.graph.resolve import (
     resolve_file,
 )
 from codeloupe.memory import after_large_build
-from codeloupe.parallel import STOP_POLL_S, map_in_workers, until
+from codeloupe.parallel import NOT_RUN, STOP_POLL_S, map_in_workers, until
 from codeloupe.saved import load_arrays, pack_strings, save_arrays, saved_stamp, unpack_strings
 from codeloupe.store import edges as edge_store
 
@@ -115,9 +116,14 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, si
         store = ws.store
         state = _state(ws)
         todo = edge_store.files_needing_facts(store, EXTRACTOR_VERSION, rel_paths)
-        texts = ((path, language, edge_store.file_text(store, file_id)) for file_id, path, language in todo)
+        # A file its grammar failed on when it was chunked (or was not run on, for failing on others of its language)
+        # is not parsed again for its facts: it would cost its worker's crash or timeout a second time.
+        failed = {path for path, reason in store.chunking_problems() if reason.startswith(GRAMMAR_FAILED)}
+        texts = ((path, language, "" if path in failed else edge_store.file_text(store, file_id), path in failed)
+                 for file_id, path, language in todo)
         extracted = map_in_workers(_facts_json, texts, len(todo), what="graph facts", should_stop=should_stop,
-                                   size=lambda _, __, text: len(text), crashed=_no_facts)
+                                   size=lambda _, __, text, ___: len(text), crashed=_no_facts,
+                                   kind=lambda _, language, *__: language)
         try:
             fresh = list(zip([file_id for file_id, _, _ in todo],
                              extracted if should_stop is None else until(should_stop, extracted)))
@@ -151,17 +157,21 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, si
         return len(fresh)
 
 
-def _facts_json(path: str, language: str, text: str) -> str:
-    """One file's facts as stored (runs in worker processes for a large extraction; `path`, for `_no_facts`)."""
+def _facts_json(path: str, language: str, text: str, grammar_failed: bool) -> str:
+    """One file's facts as stored (runs in worker processes for a large extraction; `path`, for `_no_facts`): none
+    where its grammar failed on it when it was chunked (`grammar_failed`)."""
+    if grammar_failed:
+        return FileFacts(language).to_json()
     return (extract_facts(language, text) or FileFacts(language)).to_json()
 
 
-def _no_facts(cause: str, path: str, language: str, text: str) -> str:
+def _no_facts(cause: str, path: str, language: str, text: str, grammar_failed: bool) -> str:
     """The facts stored for a file the worker extracting them died on or ran past its time on (`cause`, as
     `map_in_workers` words it: its grammar's crash on it, or a loop, as far as seen): none, so that the file is in
     the graph without edges of its own, and never parsed in this process, which its grammar would crash or hang."""
-    log.warning("taking the graph's facts of %s %s (its grammar's doing, as far as known): it has no edges of its"
-                " own", path, cause)
+    log.log(logging.INFO if cause.startswith(NOT_RUN) else logging.WARNING,  # (those said once by the map)
+            "taking the graph's facts of %s %s (its grammar's doing, as far as known): it has no edges of its own", path,
+            cause)
     return FileFacts(language).to_json()
 
 
