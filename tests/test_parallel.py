@@ -185,6 +185,7 @@ def test_a_row_that_fails_in_its_worker_is_never_run_in_this_process_and_the_oth
             timeout = {{}} if {timeout_s!r} is None else {{"timeout_s": {timeout_s!r}}}
             done = list(parallel.map_in_workers(doubled_in_a_worker, iter(rows), len(rows), what="test",
                                                 size=lambda *row: row[-1], crashed=crashed, **timeout))
+            parallel.stop_kept_workers()  # (kept for the maps after)
             print(done == [f"{cause}:{{n}}" if n in FAILING else 2 * n for n in range(len(rows))],
                   [pid for pid in children_of(os.getpid()) if alive(pid)])
             print("|".join(result for result in done if isinstance(result, str)))
@@ -221,6 +222,7 @@ def test_once_rows_of_a_kind_failed_twice_in_their_workers_the_others_of_that_ki
             done = list(parallel.map_in_workers(doubled_in_a_worker, iter(rows), len(rows), what="test",
                                                 size=lambda *_: 1000, crashed=crashed,
                                                 kind=lambda _, n: "bad" if n in BAD else "good"))
+            parallel.stop_kept_workers()  # (kept for the maps after)
             print(done[:70] + done[73:200] == [2 * n for n in [*range(70), *range(73, 200)]],
                   [pid for pid in children_of(os.getpid()) if alive(pid)])
             print("|".join(result for result in done if isinstance(result, str)))
@@ -230,6 +232,34 @@ def test_once_rows_of_a_kind_failed_twice_in_their_workers_the_others_of_that_ki
     not_run = "was not run: it crashed or did not finish on 2 other files of its language in this run"
     assert " ".join(out[2:]).split("|") == [f"70:{crash}", f"71:{crash}", *(f"{n}:{not_run}" for n in (72, 200, 250,
                                                                                                             290))]
+
+
+def test_a_small_row_that_never_ends_alone_in_its_worker_costs_its_own_time_not_a_task_s(tmp_path: Path) -> None:
+    # A row run alone (a save's file, a small workspace's, a failed task's suspects) was given the whole timeout of a
+    # task of up to 64 files (120 s): each file a grammar looped on held a core that long. It is given a row's time,
+    # by its size (here shortened): the map's `timeout_s`, the default, is never reached.
+    out = run_case(tmp_path, """
+        import time
+
+        from codeloupe import parallel
+
+        def doubled_unless_one(n: int, size: int) -> int:
+            if n == 1:
+                time.sleep(600)
+            return 2 * n
+
+        def crashed(cause: str, n: int, size: int) -> str:
+            return cause
+
+        if __name__ == "__main__":
+            parallel.ROW_TIMEOUT_S, parallel.ROW_TIMEOUT_S_PER_MB = 2, 1_000_000
+            rows = [(0, 10), (1, 2), (2, 10)]  # 2 bytes: 2 s and 2 s a MB of them, 4 s in whole seconds
+            done = list(parallel.map_in_workers(doubled_unless_one, iter(rows), len(rows), what="test",
+                                                size=lambda _, size: size, crashed=crashed))
+            parallel.stop_kept_workers()
+            print("|".join(map(str, done)))
+    """)
+    assert " ".join(out) == "0|did not finish: its worker process took longer than 4 s|4"
 
 
 def test_a_worker_that_exits_rather_than_crashes_leaves_its_rows_to_this_process(tmp_path: Path) -> None:

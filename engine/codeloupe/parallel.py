@@ -8,6 +8,7 @@ import ctypes
 import functools
 import importlib
 import logging
+import math
 import multiprocessing
 import os
 import signal
@@ -88,15 +89,15 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     `cause` says so with the row's work as its subject: "crashed: its worker process was killed by SIGSEGV",
     "did not finish: its worker process took longer than 120 s". Without it, a pool a worker died in (or one
     stuck) leaves all its rows to this process, which then crashed on the same row, or hung on it for good (the
-    language server, `serve`). With it, the rows of the tasks the pool had not finished go to a single worker, a
-    row a task, in turn, until each is done: a worker that dies there, or runs past `timeout_s`, did so on the
-    row it was given, which gets `crashed(...)` and is never run in this process; the other rows get their
-    results, in order, and the work goes on in a pool of `size` again. A timeout before any worker gave a result
-    is the workers' (stuck), not a row's; but as the rows in flight may be what holds them (a grammar that loops on
-    the first file of every task), the rows the pool leaves go to a worker process kept for the maps after
-    (`_apart`), a row at a time. With too few rows for a pool (a save's file, a small workspace), each row goes to
-    that kept worker too, with the same outcome for a row it dies or runs late on; only where none can start are
-    the rows done here.
+    language server, `serve`). With it, the rows of the tasks the pool had not finished go to a worker process
+    kept for the maps after (`_apart`), a row at a time, in turn: a worker that dies there, or runs past the row's
+    time (`row_timeout_s`), did so on the row it was given, which gets `crashed(...)` and is never run in this
+    process; the other rows get their results, in order, and the work goes on in a new pool. A timeout before any
+    worker gave a result is the workers' (stuck), not a row's; but as the rows in flight may be what holds them (a
+    grammar that loops on the first file of every task), the rows the pool leaves go to the kept worker too, a row
+    at a time, and no pool is started again. With too few rows for a pool (a save's file, a small workspace), each
+    row goes to that kept worker, with the same outcome for a row it dies or runs late on; only where none can
+    start are the rows done here.
 
     `kind(*row)`, with `crashed`: the row's language (None: not told by its path). Once `crashed` has been given
     `BREAKER_ROWS` rows of one language, this map runs none of that language's other rows (a repository that
@@ -107,48 +108,48 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     breaker: _Breaker[T] = _Breaker(what, crashed, kind)
     pending: deque[tuple[list[tuple], Future]] = deque()
     # The rows drawn and on no worker's `pending` task: the task being handed over, and those `_tasks` holds for
-    # the next one. A pool that fails leaves them, with `pending`'s, to this process, in order.
+    # the next one. A pool that fails leaves them, with `pending`'s, to `rest`, in order.
     unsent: list[tuple] = []
     held: list[tuple] = []
     other = _Meanwhile(meanwhile)
     context = pool_context()
     closing = False  # the caller stopped reading (an index run that failed on a full disk): no more work
-    # `pending`'s rows are a dead worker's suspects: each goes to a worker of its own, one at a time (see `crashed`)
-    alone = False
     answered = False  # a worker gave a result: a pool that then runs past `timeout_s` is not stuck, a task is
+
+    # Too few rows for a pool, or the rows a failed pool leaves: with `crashed`, each in the kept worker, where a crash
+    # or a loop costs that row only; without, here.
+    def rest(left: Iterator[tuple]) -> Iterator[T]:
+        return (fn(*row) for row in left) if crashed is None else \
+            _apart(fn, left, what, timeout_s, should_stop, breaker, size)
+
     if count >= (POOL_MIN_ITEMS if min_items is None else min_items) and workers >= 2 and may_start(context, what):
         tasks = _tasks(rows, size, held)
         while True:
             dead: list[multiprocessing.process.BaseProcess] = []
             late: Future | None = None  # the task that ran past `timeout_s`, where it is its own doing
             try:
-                with ProcessPoolExecutor(1 if alone else workers, mp_context=context, initializer=exit_with_parent,
+                with ProcessPoolExecutor(workers, mp_context=context, initializer=exit_with_parent,
                                          initargs=(os.getpid(),)) as pool:
                     try:
-                        _hand_out_again(pool, fn, pending, alone, breaker)
-                        if alone:
-                            while pending:
-                                yield from _first_result(pending, timeout_s, should_stop)
-                        else:
-                            for task in chain([unsent] if unsent else [], tasks):
-                                unsent = task  # until it is on `pending`: a pool broken already refuses it
-                                _hand_over(pool, fn, unsent, pending, breaker, len(unsent))
-                                if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
-                                    results = _first_result(pending, timeout_s, should_stop)
-                                    answered = True
-                                    yield from results
-                            other.run()
-                            while pending:
+                        for task in chain([unsent] if unsent else [], tasks):
+                            unsent = task  # until it is on `pending`: a pool broken already refuses it
+                            _hand_over(pool, fn, unsent, pending, breaker)
+                            if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
                                 results = _first_result(pending, timeout_s, should_stop)
                                 answered = True
-                                if not pending and other.failed:
-                                    yield from results[:-1]
-                                    break  # the last result: `meanwhile`'s error is raised in its place, below
                                 yield from results
+                        other.run()
+                        while pending:
+                            results = _first_result(pending, timeout_s, should_stop)
+                            answered = True
+                            if not pending and other.failed:
+                                yield from results[:-1]
+                                break  # the last result: `meanwhile`'s error is raised in its place, below
+                            yield from results
                     except TimeoutError:
-                        # Alone, the worker runs nothing but this row; in a full pool, a task that runs on while
-                        # others give results is its rows' doing: neither is a worker that cannot start.
-                        if alone or answered or any(_succeeded(future) for _, future in pending):
+                        # A task that runs on while others give results is its rows' doing, not a worker that cannot
+                        # start.
+                        if answered or any(_succeeded(future) for _, future in pending):
                             late = pending[0][1]
                         kill_workers(pool)
                         raise
@@ -168,9 +169,6 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                     except BrokenProcessPool:
                         dead = list((pool._processes or {}).values())  # read once the pool has let them go, below
                         raise
-                if alone:  # every suspect done: the rest in a pool of `workers` again
-                    alone = False
-                    continue
                 other.raise_error()
                 return
             except (BrokenProcessPool, OSError, RuntimeError, TimeoutError) as exc:
@@ -190,22 +188,15 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                     log.warning("%s in worker processes failed (%r); continuing %s", what, exc,
                                 "in this process" if crashed is None else "in a worker process, a row at a time")
                     break
-                if alone:  # one worker, given one row at a time, in turn: it died on the first it did not finish
-                    while pending and _succeeded(pending[0][1]):
-                        yield from pending.popleft()[1].result()
-                    # (a late row that finished as its worker was killed has its result above: no row is blamed)
-                    if pending and (late is None or pending[0][1] is late):
-                        yield breaker.failed(cause, pending.popleft()[0][0])
-                else:
-                    log.info("%s: a task %s; its rows and the others' in flight go to a worker of their own, one at"
-                             " a time", what, cause)
-                    alone = True
-    # Too few rows for a pool, or the rows a failed pool leaves: with `crashed`, each in the kept worker, where a crash
-    # or a loop costs that row only; without, here.
-    def rest(left: Iterator[tuple]) -> Iterator[T]:
-        return (fn(*row) for row in left) if crashed is None else \
-            _apart(fn, left, what, timeout_s, should_stop, breaker)
-
+                # The rows in flight are suspects: each goes to the kept worker, in turn, where the one it dies or
+                # runs late on gets `crashed`; the tasks finished keep their results; the rest goes to a new pool.
+                log.info("%s: a task %s; its rows and the others' in flight go to a worker of their own, one at"
+                         " a time", what, cause)
+                try:
+                    yield from _results_left(pending, rest)
+                except _Stopped:
+                    return
+                pending.clear()
     # One result ahead, so that `meanwhile` runs (and its error is raised) before the last one is handed over.
     last = _END
     try:
@@ -221,29 +212,11 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
         yield last
 
 
-def _hand_out_again(pool: Executor, fn: Callable[..., T], pending: deque[tuple[list[tuple], Future]],
-                    alone: bool, breaker: _Breaker[T]) -> None:
-    """The tasks a broken pool left on `pending`, handed to `pool`, in order: those it finished keep their results;
-    `alone`, the others go a row a task."""
-    again = deque((task if _succeeded(failed) else list(task), failed) for task, failed in pending)
-    pending.clear()
-    try:
-        while again:
-            task, failed = again[0]
-            if _succeeded(failed):
-                pending.append((task, failed))
-            else:
-                _hand_over(pool, fn, task, pending, breaker, 1 if alone else len(task))
-            again.popleft()
-    finally:  # this pool broke too: what it was not handed stays owed, in order
-        pending.extend(again)
-
-
 def _hand_over(pool: Executor, fn: Callable[..., T], task: list[tuple], pending: deque[tuple[list[tuple], Future]],
-               breaker: _Breaker[T], most: int) -> None:
+               breaker: _Breaker[T]) -> None:
     """`task`'s rows onto `pending`, in order, taken off `task` as they go (a pool that breaks meanwhile leaves the
-    rest on it): handed to `pool` up to `most` rows a task, but those `breaker` refuses, which get their result
-    here, as a task already done."""
+    rest on it): handed to `pool` together, but the rows `breaker` refuses, which get their result here, as a task
+    already done."""
     while task:
         if breaker.refuses(task[0]):
             done: Future = Future()
@@ -252,7 +225,7 @@ def _hand_over(pool: Executor, fn: Callable[..., T], task: list[tuple], pending:
             del task[:1]
             continue
         count = 1
-        while count < min(most, len(task)) and not breaker.refuses(task[count]):
+        while count < len(task) and not breaker.refuses(task[count]):
             count += 1
         part = task[:count]
         pending.append((part, submit(pool, _run_task, fn, part)))
@@ -320,11 +293,12 @@ def _run_task(fn: Callable[..., T], task: list[tuple]) -> list[T]:
 
 
 def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: float,
-           should_stop: Callable[[], bool] | None, breaker: _Breaker[T]) -> Iterator[T]:
-    """`fn(*row)` for each row, each in a kept worker (`_KeptWorker`): a row its worker dies on, or runs past
-    `timeout_s` on, gets `crashed(cause, *row)` (the pool's wording) and the worker is replaced for the next; a row
-    `breaker` refuses is not run. Where no worker can start, the rows are done in this process, as before.
-    `_Stopped` once `should_stop()` is true."""
+           should_stop: Callable[[], bool] | None, breaker: _Breaker[T],
+           size: Callable[..., int] | None) -> Iterator[T]:
+    """`fn(*row)` for each row, each in a kept worker (`_KeptWorker`): a row its worker dies on, or runs past its
+    time on (`row_timeout_s`), gets `crashed(cause, *row)` (the pool's wording) and the worker is replaced for the
+    next; a row `breaker` refuses is not run. Where no worker can start, the rows are done in this process, as
+    before. `_Stopped` once `should_stop()` is true."""
     for row in rows:
         if breaker.refuses(row):
             yield breaker.refused(row)
@@ -335,7 +309,8 @@ def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: fl
             yield from (fn(*rest) for rest in rows)
             return
         try:
-            status, value = worker.run(fn, row, timeout_s, should_stop)
+            status, value = worker.run(fn, row, row_timeout_s(timeout_s, None if size is None else size(*row)),
+                                       should_stop)
         except BaseException:  # Ctrl-C, a stop, a row that cannot be pickled: the worker may be mid-row
             worker.stop()
             raise
@@ -349,6 +324,26 @@ def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: fl
             yield fn(*row)
         else:
             yield breaker.failed(str(value), row)
+
+
+# How long one row alone may run in the kept worker (`row_timeout_s`): a file's chunks, measured on a loaded 2-core
+# machine (load 2-3) at ~0.3 s a MB for code (4 MB of the public corpora's Go, JavaScript, Python or Ruby: 0.9-1.2
+# s), and ~9 s a MB for the worst found, random punctuation (4 MB: 32-35 s as Python, C++ or TypeScript; all error
+# recovery, and a chunk for every few lines). Given ~7x the worst a MB and a floor far above any small file's time,
+# so that only a grammar that loops runs into it, never a file planted to be slow (each that did would count against
+# its language's grammar, `BREAKER_ROWS`): a small file it loops on costs 10 s, not `WORKER_TIMEOUT_S` (a task's
+# time, up to 64 files); a file of 2 MB or more gets the whole `WORKER_TIMEOUT_S`.
+ROW_TIMEOUT_S = 10.0
+ROW_TIMEOUT_S_PER_MB = 60.0
+
+
+def row_timeout_s(timeout_s: float, size: int | None) -> float:
+    """How long a row of `size` bytes may run alone in the kept worker: the map's `timeout_s` where its rows have no
+    size (an embedding batch), else at most that, and `ROW_TIMEOUT_S` plus `ROW_TIMEOUT_S_PER_MB` a MB, in whole
+    seconds (the cause names them)."""
+    if size is None:
+        return timeout_s
+    return min(timeout_s, math.ceil(ROW_TIMEOUT_S + ROW_TIMEOUT_S_PER_MB * size / 1_000_000))
 
 
 # How long a kept worker may take to be ready, and to import the module of a map's function (a spawned one imports
