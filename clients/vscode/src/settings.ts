@@ -21,7 +21,8 @@ const ENGINE_OPTIONS: ReadonlyArray<readonly [string, string]> = [
 /**
  * Settings that choose where code and keys are sent (or which model runs): honoured from the user's own settings
  * only. A repository's `.vscode/settings.json` is its own input, like its `.codeloupe.toml`; the manifest scopes
- * these `machine` so VS Code does not apply a workspace value either (docs/security.md). The shared index's URL and
+ * these `application` so VS Code does not apply a workspace value either (docs/security.md), and applies the User
+ * value in a remote window too (it ignores a `machine` setting's User value there). The shared index's URL and
  * repositories too: a repository must not choose where its code is indexed or whose code the editor opens.
  */
 const USER_ONLY = new Set(['embed.provider', 'embed.baseUrl', 'embed.model', 'embed.apiKey', 'chat.baseUrl', 'chat.model',

@@ -2697,11 +2697,15 @@ describe('settings a repository cannot choose', function () {
         assert.equal(fromRepo.ignore, 'workspace:ignore');
     });
 
-    it('the manifest keeps those settings (and the server command) out of workspace settings', function () {
+    it('the manifest keeps those settings (and the server command) out of workspace settings, and applies them in a remote window', function () {
         const properties = packageJson.contributes.configuration.properties ?? packageJson.contributes.configuration[0].properties;
-        for (const key of [...USER_ONLY, 'server.command']) {
-            const scope = properties[`codeloupe.${key}`].scope;
-            assert.ok(scope === 'machine' || scope === 'application', `codeloupe.${key} has scope ${scope}`);
+        // `application`: only the user's settings set it, in a local window and a remote one alike. `machine` kept it out
+        // of workspace settings too, but in a remote window (code-server, Remote - SSH) VS Code ignores a machine
+        // setting's User value: the endpoint set there was never sent, and Ask said no chat model was configured.
+        for (const key of USER_ONLY) {
+            assert.equal(properties[`codeloupe.${key}`].scope, 'application', `codeloupe.${key}`);
         }
+        // The server command names a program on the machine the server runs on: the Remote settings set it there.
+        assert.equal(properties['codeloupe.server.command'].scope, 'machine');
     });
 });
