@@ -75,6 +75,21 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   key `[Fix](command:...)`), trusted: the server's warning in the notification center, a search row, the hover on
   the documented function and the file lens show them as written, with no icon, link, image or formatting drawn
   and no raw bidi control.
+* the settings (SETTINGS_FILES, trusted), set as a user does: the repository's own .vscode/settings.json names its
+  endpoints, a key, a model, a shared index and a server command of its own (a script that leaves a mark), and none
+  applies (the index embeds locally, Ask shows the ranked bundle, neither endpoint is sent anything, the script never
+  runs); Ask about Selection from the editor's context menu (an answer tab titled by the selected line) and Show in
+  Graph from the Explorer's (app/auth.py's page, then the app folder's); then the User settings, edited in
+  "Preferences: Open User Settings (JSON)" and saved, each applied live: `ignore` drops legacy/ from the status
+  count and the search; `chunkBudget` 100 re-chunks (more chunks on the status page); a negative chunkBudget and
+  timeout, an unknown provider and a non-URL chat.baseUrl give one warning naming each, no error, the folder still
+  ready; a store.url where nothing listens, with a repository, says so; "Set Chat API Key" (a password box) keeps
+  the key out of settings.json and sends it to the user's chat.baseUrl, and the narrated answer shows; chat.timeoutS
+  2 against a model that hangs gives the ranked files; the key removed (an empty answer) is sent no more; embed.*
+  (openai at the user's endpoint, a model and a key) re-embeds there with that key and model; server.command (a
+  `machine` setting, from the Remote settings in code-server's remote window) naming no program gives an error
+  naming the setting, and cleared the server starts again; `enable: false` stops the server, the status item and
+  its tooltip say so; on again it starts.
 Each check prints one PASS/FAIL line; the exit status is 1 if any failed. Screenshots go to --out.
 
 Install (once, ~4 min of native builds; idempotent) into `.workbench/` (ignored), and build the .vsix:
@@ -86,7 +101,7 @@ Install (once, ~4 min of native builds; idempotent) into `.workbench/` (ignored)
 Playwright drives the system Chromium (`apt-get install -y chromium`); its own browsers are not needed. Run:
 
     .workbench/venv/bin/python bench/vscode_workbench.py [--vsix PATH] [--code-server DIR] [--out DIR]
-        [--restricted-only | --hostile-only | --ask-only]
+        [--restricted-only | --hostile-only | --ask-only | --settings-only]
 """
 
 from __future__ import annotations
@@ -390,8 +405,9 @@ def wait_for_status(page: Page, expected: str, what: str) -> str:
     return expected
 
 
-def run_command(page: Page, title: str) -> None:
-    """Runs a command from the palette by its full title, as a user types it."""
+def run_command(page: Page, title: str, exact: bool = True) -> None:
+    """Runs a command from the palette by its full title (or, not `exact`, the first whose title starts with it:
+    "Preferences: Open Remote Settings (JSON) (host)"), as a user types it."""
     page.keyboard.press("Escape")
     page.keyboard.press("Control+Shift+P")
     box = page.locator(".quick-input-widget .quick-input-box input")
@@ -401,9 +417,10 @@ def run_command(page: Page, title: str) -> None:
     # row that is, as a user reading the list does.
     rows = page.locator(".quick-input-widget .monaco-list-row")
     rows.first.wait_for(timeout=10_000)
-    exact = [row for row in rows.all() if row.locator(".label-name").first.inner_text().strip() == title]
-    assert exact, f"no command titled {title!r} in the palette: {quick_pick_rows(page)}"
-    exact[0].click()
+    titled = [row for row in rows.all() if (label := row.locator(".label-name").first.inner_text().strip()) == title
+              or not exact and label.startswith(title)]
+    assert titled, f"no command titled {title!r} in the palette: {quick_pick_rows(page)}"
+    titled[0].click()
 
 
 def palette_titles(page: Page, text: str) -> list[str]:
@@ -1203,6 +1220,367 @@ def check_hostile(checks: Checks, port: int, folder: Path) -> None:
     checks.run("hostile workspace: the file lens shows $(bell) as written", lenses)
 
 
+# ------------------------------------------------------------------------------------------ settings
+
+# The settings workspace: the main one, plus a second copy of the password code in legacy/ (what
+# `codeloupe.ignore` drops), and what a cloned repository's own .vscode/settings.json would like to choose: its
+# endpoints, a key of its own and a server command (a script that leaves a mark where it ran). SETTINGS_REPO_URL
+# stands for the repository's endpoint, filled in once its listener is up.
+SETTINGS_REPO_URL = "{repo_url}"
+SETTINGS_MARK = "server-command-ran"
+SETTINGS_FILES = {
+    **WORKSPACE_FILES,
+    "legacy/pwhash.py": '''"""The old password hashing, kept for accounts not yet migrated."""
+import hashlib
+
+
+def legacy_hash_password(password: str, salt: str) -> str:
+    return hashlib.sha1((salt + password).encode()).hexdigest()
+''',
+    "tools/serve.sh": f'#!/bin/sh\ntouch "$(dirname "$0")/../{SETTINGS_MARK}"\nexit 1\n',
+    ".vscode/settings.json": json.dumps({
+        "codeloupe.server.command": "tools/serve.sh",
+        "codeloupe.chat.baseUrl": SETTINGS_REPO_URL,
+        "codeloupe.chat.model": "repository-model",
+        "codeloupe.embed.provider": "openai",
+        "codeloupe.embed.baseUrl": SETTINGS_REPO_URL,
+        "codeloupe.embed.model": "repository-embeddings",
+        "codeloupe.embed.apiKey": "sk-repository-key",
+        "codeloupe.store.url": "postgresql://codeloupe@127.0.0.1:1/repository",
+        "codeloupe.store.repositories": ["their-repo"],
+    }, indent=2),
+}
+SETTINGS_IGNORED = "legacy/pwhash.py"
+CHAT_KEY = "sk-user-chat-key"
+EMBED_KEY = "sk-user-embed-key"
+
+
+def write_user_settings(page: Page, user_data: Path, settings: dict, remote: bool = False) -> None:
+    """Sets the user's settings as a user does: "Preferences: Open User Settings (JSON)" (`remote`: the Remote
+    settings, where a `machine` setting is set in a remote window such as code-server's), the text replaced, saved.
+    Written straight to disk, code-server never applied them (it does not watch the file)."""
+    run_command(page, f"Preferences: Open {'Remote' if remote else 'User'} Settings (JSON)", exact=not remote)
+    # It opens as a modal editor over the workbench, the cursor in it.
+    header = page.locator(".modal-editor-header", has_text="settings.json")
+    header.wait_for(timeout=10_000)
+    page.wait_for_timeout(500)
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    page.keyboard.insert_text(json.dumps(settings))  # one line: typed text would be auto-indented and auto-closed
+    page.keyboard.press("Control+S")
+    path = user_data / ("Machine" if remote else "User") / "settings.json"
+    wait_for(lambda: path.exists() and json.loads(path.read_text() or "{}") == settings, 10,
+             f"settings.json saved as {settings}")
+    page.locator(".modal-editor-header .codicon-close").click()
+    header.wait_for(state="detached", timeout=10_000)
+
+
+def servers_in(folder: Path) -> set[int]:
+    """The codeloupe-lsp processes working in `folder` (the extension starts its server there)."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"codeloupe" in (entry / "cmdline").read_bytes() \
+                    and Path(os.readlink(entry / "cwd")) == folder:
+                pids.add(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def clear_notifications(page: Page) -> None:
+    run_command(page, "Notifications: Clear All Notifications")
+    page.keyboard.press("Escape")
+
+
+def toast_with(page: Page, needle: str, timeout_s: float = 60) -> tuple[str, str]:
+    """The (severity, text) of the first toast whose text has `needle`, once one shows."""
+    found = wait_for(lambda: next(((kind, text) for kind, text in notifications(page) if needle in text), None),
+                     timeout_s, f"a notification saying {needle!r}")
+    return found  # type: ignore[return-value]
+
+
+def status_page_cells(page: Page) -> dict[str, str]:
+    """The index status page's first folder row, by column, as it is now (the command asks the server again; the
+    page of before is read until the new one, of a later second, replaces it)."""
+    def as_of() -> str:
+        view = webview_page_with(page, "Index status")
+        return view.evaluate("document.querySelector('.as-of').innerText") if view else ""
+
+    before = as_of()
+    time.sleep(1.1)  # the page says the time to the second
+    run_command(page, "Codeloupe: Show Index Status")
+    wait_for(lambda: as_of() not in ("", before), 15, "the status page of now")
+    # A tab opened now takes the focus as its page loads: a palette or input box opened meanwhile was closed by it.
+    page.wait_for_timeout(1000)
+    view = webview_page_with(page, "Index status")
+    return view.evaluate("""(() => {
+        const table = document.querySelector('table');
+        const heads = [...table.rows[0].cells].map((cell) => cell.innerText.trim());
+        const cells = [...table.rows[1].cells].map((cell) => cell.innerText.trim());
+        return Object.fromEntries(heads.map((head, i) => [head, cells[i]]));
+    })()""")
+
+
+def context_menu_item(page: Page, target: Locator, label: str) -> None:
+    """Right-clicks `target` and picks `label` in the context menu, as a user does."""
+    target.click(button="right")
+    item = page.locator(".context-view .monaco-menu .action-menu-item", has_text=label).first
+    item.wait_for(timeout=10_000)
+    page.wait_for_timeout(500)  # the menu ignores a click while it opens
+    item.click()
+    item.wait_for(state="hidden", timeout=10_000)
+
+
+def check_settings(checks: Checks, port: int, folder: Path, user_data: Path) -> None:
+    """The extension's settings, set as a user does (the user's settings.json; the repository's own
+    .vscode/settings.json), and the commands run from menus rather than the palette: Ask about Selection (editor
+    context menu), Show in Graph (explorer context menu), Set Chat API Key."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from chat_server import ChatServer, Reply, excerpt_numbers
+
+    page = checks.page
+    with ChatServer() as theirs, ChatServer() as mine:
+        settings_file = folder / ".vscode" / "settings.json"
+        settings_file.write_text(settings_file.read_text().replace(SETTINGS_REPO_URL, theirs.base_url))
+        (folder / "tools" / "serve.sh").chmod(0o755)
+        mine.add(Reply(times=1000, when="slowly", hang_s=30, text="too late"),
+                 Reply(times=1000, when="password",
+                       render=lambda body: f"The password is hashed here [[{excerpt_numbers(body)[0][0]}]].\n"))
+        open_workbench(page, port, folder)
+        print(f"note  settings workspace: {answer_trust_prompt(page, trust=True)}", flush=True)
+
+        def ready(count: int) -> str:
+            return wait_for_status(page, f"codeloupe {count} files", "in the status item")
+
+        def first_ready() -> str:
+            text = wait_for(lambda: re.fullmatch(r"codeloupe [1-9]\d* files", codeloupe_status(page)) and codeloupe_status(page),
+                            READY_TIMEOUT_S, "the status item 'codeloupe N files'")
+            counted.append(int(text.split()[1]))
+            return text
+
+        counted: list[int] = []
+        if not checks.run("settings workspace: status ready", first_ready):
+            return
+        files = counted[0]
+
+        def repository_settings_ignored() -> str:
+            """rule 6: a cloned repository's .vscode/settings.json chooses no endpoint, key or server command."""
+            assert not (folder / SETTINGS_MARK).exists(), "the repository's codeloupe.server.command ran"
+            question = "where is the password hashed"
+            ask(page, question)
+            wait_for(lambda: (view := webview_page_with(page, question)) and "RELATED (" in view.evaluate(
+                "document.body.innerText"), 90, "the ranked bundle (no chat model of the user's)")
+            cells = status_page_cells(page)
+            assert cells.get("Embeddings", "").startswith("local"), f"the index embeds with {cells.get('Embeddings')!r}"
+            assert not theirs.received, f"the repository's endpoint was sent: {theirs.everything()[:300]}"
+            assert not mine.received, "the user's endpoint was sent something, unset"
+            return f"embeddings {cells.get('Embeddings')!r}; no request reached the repository's endpoint"
+
+        checks.run("a repository's .vscode/settings.json sets no endpoint, key, model, store or server command",
+                   repository_settings_ignored)
+
+        def ask_about_selection() -> str:
+            open_file_at(page, "app/auth.py", 6, 1)
+            page.keyboard.press("Shift+End")
+            selected = "def hash_password(password: str, salt: str) -> str:"
+            line = page.locator(".monaco-editor .view-line", has_text="def hash_password").first
+            context_menu_item(page, line, "Ask about Selection")
+            wait_for(lambda: any(selected in tab for tab in editor_tabs(page)), 20, "an answer tab titled by the selection")
+            view = wait_for(lambda: (view := webview_page_with(page, selected)) and "RELATED (" in view.evaluate(
+                "document.body.innerText") and view, 90, "the answer to the selection")
+            text = view.evaluate("document.body.innerText")
+            assert EXPECTED_FILE in text, f"{EXPECTED_FILE} not in the answer: {text[:300]}"
+            open_file_at(page, "app/auth.py", 1, 1)  # the selection let go: a search would start from it
+            return f"tabs {[tab for tab in editor_tabs(page) if 'hash_password' in tab]}"
+
+        checks.run("Ask about Selection from the editor's context menu", ask_about_selection)
+
+        def show_in_graph_explorer() -> str:
+            run_command(page, "View: Show Explorer")
+            tree = page.locator(".explorer-folders-view")
+            tree.locator(".monaco-list-row", has_text="app").first.wait_for(timeout=10_000)
+            row = tree.locator(".monaco-list-row[aria-label='auth.py'], .monaco-list-row", has_text="auth.py").first
+            if not row.is_visible():
+                tree.locator(".monaco-list-row", has_text="app").first.click()
+                row.wait_for(timeout=10_000)
+            context_menu_item(page, row, "Show in Graph")
+            wait_for(lambda: any("Codeloupe Graph: app/auth.py" in tab for tab in editor_tabs(page)), 30, "app/auth.py's graph tab")
+            view = wait_for(lambda: webview_page_with(page, "app/main.py"), 30, "app/auth.py's graph page naming main.py")
+            shown = view.evaluate("document.body.innerText")
+            folder_row = tree.locator(".monaco-list-row", has_text="app").first
+            context_menu_item(page, folder_row, "Show in Graph")
+            wait_for(lambda: "Codeloupe Graph: app" in editor_tabs(page), 30, "the app folder's graph tab")
+            folder_page = wait_for(lambda: webview_page_with(page, "app/render.py"), 30, "the app folder's graph page")
+            return (f"file page: {' | '.join(shown.splitlines()[:2])!r}; "
+                    f"folder page: {' | '.join(folder_page.evaluate('document.body.innerText').splitlines()[:2])!r}")
+
+        checks.run("Show in Graph from the explorer's context menu (a file, then a folder)", show_in_graph_explorer)
+
+        def ignore_drops_folder() -> str:
+            start_search(page, "legacy hash password salt sha1")
+            wait_for(lambda: any(SETTINGS_IGNORED in row for row in quick_pick_rows(page)), 30,
+                     f"a row for {SETTINGS_IGNORED} before it is ignored")
+            page.keyboard.press("Escape")
+            write_user_settings(page, user_data, {"codeloupe.ignore": ["legacy/"]})
+            ready(files - 1)
+            start_search(page, "legacy hash password salt sha1")
+            wait_for(lambda: any(EXPECTED_FILE in row for row in quick_pick_rows(page)), 30, "the search's rows")
+            rows = quick_pick_rows(page)
+            page.keyboard.press("Escape")
+            assert not any(SETTINGS_IGNORED in row for row in rows), f"{SETTINGS_IGNORED} still found: {rows}"
+            return f"{files} -> {files - 1} files; rows {len(rows)}"
+
+        checks.run("codeloupe.ignore drops a folder from the index and the search, live", ignore_drops_folder)
+
+        def chunk_budget_rechunks() -> str:
+            before = int(status_page_cells(page)["Chunks"])
+            write_user_settings(page, user_data, {"codeloupe.ignore": ["legacy/"], "codeloupe.chunkBudget": 100})
+            after = int(wait_for(lambda: (n := int(status_page_cells(page)["Chunks"])) > before and n, 90,
+                                 "more chunks at a budget of 100", interval_s=3))
+            return f"chunks {before} -> {after}"
+
+        checks.run("codeloupe.chunkBudget re-chunks the workspace, live", chunk_budget_rechunks)
+
+        def bad_values_warn() -> str:
+            clear_notifications(page)
+            write_user_settings(page, user_data, {"codeloupe.chunkBudget": -5, "codeloupe.embed.provider": "bogus",
+                                            "codeloupe.chat.baseUrl": "not a url", "codeloupe.chat.timeoutS": -1})
+            kind, text = toast_with(page, "ignored")
+            time.sleep(3)  # a second notice of the same change would show now
+            notices = codeloupe_notices(page)
+            for named in ("-5", "bogus", "not a url", "-1"):
+                assert named in text, f"the warning does not name {named!r}: {text}"
+            assert kind == "warning" and len(notices) == 1, f"{kind}; notices {notices}"
+            assert "Traceback" not in text and not error_toasts(page), f"errors: {error_toasts(page)}"
+            ready(files)
+            return f"{kind}: {text}"
+
+        checks.run("bad values (a negative chunkBudget, an unknown provider, a non-URL baseUrl, a negative "
+                   "timeout) give one clear warning, the rest keeps working", bad_values_warn)
+
+        def store_unreachable() -> str:
+            clear_notifications(page)
+            write_user_settings(page, user_data, {"codeloupe.store.url": "postgresql://codeloupe@127.0.0.1:1/none",
+                                            "codeloupe.store.repositories": ["billing"]})
+            kind, text = toast_with(page, "shared index", 90)
+            assert "Traceback" not in text and "127.0.0.1" in text, text
+            ready(files)
+            return f"{kind}: {text}"
+
+        checks.run("codeloupe.store.url pointing at nothing says so, the folder still answers", store_unreachable)
+
+        def chat_key_and_endpoint() -> str:
+            clear_notifications(page)
+            write_user_settings(page, user_data, {"codeloupe.chat.baseUrl": mine.base_url, "codeloupe.chat.model": "scripted"})
+            run_command(page, "Codeloupe: Set Chat API Key")
+            wait_for(lambda: "Chat API Key" in quick_pick_title(page), 10, "the key's input box")
+            box = page.locator(".quick-input-widget .quick-input-box input")
+            assert box.get_attribute("type") == "password", "the key is typed into a visible input box"
+            box.fill(CHAT_KEY)
+            box.press("Enter")
+            toast_with(page, "chat API key stored")
+            question = "how is the password hashed"
+            ask(page, question)
+            wait_for(lambda: (view := webview_page_with(page, question)) and "hashed here" in view.evaluate(
+                "document.body.innerText"), 90, "the narrated answer")
+            chats = [seen for seen in mine.received if seen.path.endswith("/chat/completions")]
+            assert chats and all(seen.authorization == f"Bearer {CHAT_KEY}" for seen in chats), \
+                f"the chat requests' keys: {[seen.authorization for seen in chats]}"
+            stored = (user_data / "User" / "settings.json").read_text()
+            assert CHAT_KEY not in stored, "the key was written to settings.json"
+            assert not theirs.received, f"the repository's endpoint was sent: {theirs.everything()[:300]}"
+            return f"{len(chats)} chat request(s) with the stored key"
+
+        checks.run("Set Chat API Key: kept out of settings.json, sent to the user's chat endpoint only",
+                   chat_key_and_endpoint)
+
+        def chat_timeout() -> str:
+            write_user_settings(page, user_data, {"codeloupe.chat.baseUrl": mine.base_url, "codeloupe.chat.model": "scripted",
+                                            "codeloupe.chat.timeoutS": 2})
+            time.sleep(2)  # the settings reach the server before the question
+            question = "how is the password hashed slowly"
+            started = time.monotonic()
+            ask(page, question)
+            view = wait_for(lambda: (view := webview_page_with(page, question)) and "RELATED (" in view.evaluate(
+                "document.body.innerText") and view, 25, "the ranked files once the model timed out")
+            took = time.monotonic() - started
+            text = view.evaluate("document.body.innerText")
+            assert "too late" not in text and "no chat model configured" not in text, text[:300]
+            return f"ranked files after {took:.0f} s: {' | '.join(text.splitlines()[:3])}"
+
+        checks.run("codeloupe.chat.timeoutS: a slow model gives way to the ranked files", chat_timeout)
+
+        def key_removed() -> str:
+            clear_notifications(page)
+            run_command(page, "Codeloupe: Set Chat API Key")
+            wait_for(lambda: "Chat API Key" in quick_pick_title(page), 10, "the key's input box")
+            page.locator(".quick-input-widget .quick-input-box input").press("Enter")
+            toast_with(page, "chat API key removed")
+            before = len(mine.received)
+            question = "how is the password hashed again"
+            ask(page, question)
+            wait_for(lambda: (view := webview_page_with(page, question)) and "hashed here" in view.evaluate(
+                "document.body.innerText"), 90, "the narrated answer")
+            sent = [seen.authorization for seen in mine.received[before:] if seen.path.endswith("/chat/completions")]
+            assert sent and not any(CHAT_KEY in key for key in sent), f"after removal the chat requests carried {sent}"
+            return f"chat requests' authorization after removal: {sent}"
+
+        checks.run("Set Chat API Key with an empty answer removes the key", key_removed)
+
+        def embeddings_endpoint() -> str:
+            before = len(mine.received)
+            write_user_settings(page, user_data, {"codeloupe.embed.provider": "openai", "codeloupe.embed.baseUrl": mine.base_url,
+                                            "codeloupe.embed.model": "user-embeddings", "codeloupe.embed.apiKey": EMBED_KEY})
+            ready(files)
+            embeds = wait_for(lambda: [seen for seen in mine.received[before:] if seen.path.endswith("/embeddings")], 60,
+                              "embedding requests at the user's endpoint")
+            assert all(seen.authorization == f"Bearer {EMBED_KEY}" for seen in embeds), \
+                f"keys sent: {sorted({seen.authorization for seen in embeds})}"
+            assert all('"user-embeddings"' in seen.body for seen in embeds), "the embedding model is not the user's"
+            cells = status_page_cells(page)
+            assert cells.get("Embeddings", "").startswith("openai"), cells
+            assert not theirs.received, f"the repository's endpoint was sent: {theirs.everything()[:300]}"
+            return f"{len(embeds)} embedding requests with the user's key and model; status {cells.get('Embeddings')!r}"
+
+        checks.run("codeloupe.embed.provider/baseUrl/model/apiKey: the index embeds at the user's endpoint",
+                   embeddings_endpoint)
+
+        def bad_server_command() -> str:
+            clear_notifications(page)
+            # A machine setting: code-server's window is remote, where VS Code applies only the Remote settings' one.
+            write_user_settings(page, user_data, {"codeloupe.server.command": "/nonexistent/codeloupe-lsp"}, remote=True)
+            kind, text = toast_with(page, "codeloupe.server.command")
+            assert kind == "error" and "/nonexistent/codeloupe-lsp" in text, f"{kind}: {text}"
+            wait_for(lambda: not servers_in(folder), 30, "the old server to stop")
+            write_user_settings(page, user_data, {}, remote=True)
+            ready(files)
+            return f"{kind}: {text[:160]}"
+
+        checks.run("codeloupe.server.command that does not exist says so; cleared, the server starts",
+                   bad_server_command)
+
+        def enable_off_and_on() -> str:
+            clear_notifications(page)
+            write_user_settings(page, user_data, {"codeloupe.enable": False})
+            wait_for(lambda: codeloupe_status(page) == "codeloupe" and not servers_in(folder), 30,
+                     "the status item off and no server")
+            codeloupe_item(page).first.hover()
+            tooltip = wait_for(lambda: next((text for text in page.locator(".monaco-hover, .workbench-hover").all_inner_texts()
+                                             if "codeloupe.enable" in text), None), 10, "the status item's tooltip")
+            listed = [title for title in palette_titles(page, "Codeloupe") if title.startswith("Codeloupe:")]
+            page.mouse.move(0, 0)
+            # Disabled (their enablement is the setting), the palette leaves them out; Restart still turns it on.
+            assert "Codeloupe: Search the Codebase" not in listed, f"the palette lists {listed}"
+            write_user_settings(page, user_data, {})
+            ready(files)
+            return f"tooltip {tooltip!r}; palette lists {listed}"
+
+        checks.run("codeloupe.enable off: no server, the status item says why; on again: it starts", enable_off_and_on)
+        write_user_settings(page, user_data, {})
+
+
+
 def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
     """A narrated answer in the real answer view (ASK_FILES): the draft while the model's stream is held midway, then
     the final view."""
@@ -1630,10 +2008,13 @@ def main() -> int:
                         help="only the checks of a workspace whose names and text would render as icons, links, markdown")
     parser.add_argument("--ask-only", action="store_true",
                         help="only the checks of a narrated answer streamed by the scripted model (tests/chat_server.py)")
+    parser.add_argument("--settings-only", action="store_true",
+                        help="only the checks of the settings (user and repository settings.json) and the menu commands")
     parser.add_argument("--venv-bin", type=Path, default=REPO / ".venv" / "bin",
                         help="put first on code-server's PATH (where codeloupe-lsp is)")
     args = parser.parse_args()
-    only = {"restricted": args.restricted_only, "hostile": args.hostile_only, "ask": args.ask_only}
+    only = {"restricted": args.restricted_only, "hostile": args.hostile_only, "ask": args.ask_only,
+            "settings": args.settings_only}
 
     def runs(section: str) -> bool:
         return not any(only.values()) or only.get(section, False)
@@ -1660,6 +2041,7 @@ def main() -> int:
         second_ws = make_workspace(tmp / "depot")
         hostile_ws = make_workspace(tmp / "hostile-$(bell)", HOSTILE_FILES)
         ask_ws = make_workspace(tmp / "asked", ASK_FILES)
+        settings_ws = make_workspace(tmp / "configured", SETTINGS_FILES)
         multi_ws = tmp / "shop-and-depot.code-workspace"
         multi_ws.write_text(json.dumps({"folders": [{"path": str(main_ws)}, {"path": str(second_ws)}]}))
         port = free_port()
@@ -1679,6 +2061,8 @@ def main() -> int:
                     check_multi_root(checks, port, multi_ws, [main_ws, second_ws])
                 if runs("hostile"):
                     check_hostile(checks, port, hostile_ws)
+                if runs("settings"):  # before ask, whose chat model every later window has
+                    check_settings(checks, port, settings_ws, user_data)
                 if runs("ask"):  # last: it gives every later window a chat model (the scratch HOME's config.toml)
                     check_ask(checks, port, ask_ws, tmp / "home")
                 browser.close()
