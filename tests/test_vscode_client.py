@@ -8,11 +8,15 @@ clients/vscode`, and Debian's `chromium`.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from codeloupe.settings import BOUNDS
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT = ROOT / "clients" / "vscode"
@@ -34,3 +38,17 @@ def test_vscode_extension_node_suites() -> None:
                             timeout=600, check=False)
     output = f"{result.stdout}\n{result.stderr}"
     assert result.returncode == 0, f"npm test failed ({result.returncode}):\n{output[-30000:]}"
+
+
+def test_manifest_number_settings_take_the_engines_range() -> None:
+    """Each number setting of the extension's manifest takes the range the engine accepts, so VS Code's Settings editor
+    flags what the server would refuse, and nothing it would take: codeloupe.chunkBudget said at least 200 where the
+    engine takes 100, and said nothing of 200000, which the server then warned of and ignored."""
+    properties = json.loads((CLIENT / "package.json").read_text(encoding="utf-8"))["contributes"]["configuration"]["properties"]
+    numbers = {key: spec for key, spec in properties.items() if spec.get("type") in ("number", "integer")}
+    assert numbers, "no number setting in the manifest"
+    for key, spec in numbers.items():
+        # codeloupe.chat.timeoutS -> chatTimeoutS -> chat_timeout_s, as settings.ts names the engine's option.
+        camel = "".join(part[:1].upper() + part[1:] if i else part for i, part in enumerate(key.split(".")[1:]))
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
+        assert (spec.get("minimum"), spec.get("maximum")) == BOUNDS[name], key
