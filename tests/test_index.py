@@ -702,3 +702,27 @@ def test_a_save_that_finds_a_file_once_too_large_now_skipped_for_its_content_cou
     ws.index()  # the walk counts it once
     assert saved == ws.status().skipped == {"binary": 1}
     ws.close()
+
+
+def test_a_changed_chunk_budget_chunks_unchanged_files_again(tmp_path: Path) -> None:
+    """`chunk_budget` changed (the settings, an editor's `codeloupe.chunkBudget`, CODELOUPE_CHUNK_BUDGET) left every
+    unchanged file in the chunks of the old budget: the run took each as current by its size and time. The next run
+    under another budget chunks every file again, and one under the same budget none."""
+    from codeloupe.api import load_settings
+
+    body = "".join(f"def step_{i}(total):\n    return total + {i} * {i}\n\n\n" for i in range(12))
+    (tmp_path / "steps.py").write_text(body, encoding="utf-8")
+
+    def chunks_under(budget: int) -> tuple[int, int]:
+        ws = Workspace(tmp_path, load_settings(None, {"chunk_budget": budget, "embed_provider": "none"}))
+        try:
+            report = ws.index()
+            file_id = ws.store.file_rows(["steps.py"])["steps.py"].id
+            return len(ws.store.chunk_table([file_id]).file_ids), report.files_unchanged
+        finally:
+            ws.close()
+
+    whole, _ = chunks_under(4000)
+    cut, unchanged = chunks_under(100)
+    assert whole == 1 and cut > 1 and unchanged == 0
+    assert chunks_under(100) == (cut, 1)

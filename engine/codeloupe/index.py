@@ -130,6 +130,7 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     retry_worker_start()  # a strategy worker that failed to start during the last run may start now
     retry_kept_worker_start()  # as may a worker for the grammars of a few files
     grammars_in_force(store)
+    budget_in_force(store, settings)
     root = Path(root)
     found = found or walk(root, settings, should_stop)
     report = IndexReport(root=str(root.resolve()), index_path=str(store.path), files_seen=len(found.candidates))
@@ -525,6 +526,22 @@ def grammars_in_force(store: IndexStore) -> None:
         failed = [path for path, reason in store.chunking_problems() if reason.startswith(GRAMMAR_FAILED)]
         store.set_chunker_version(failed, STRATEGY_NOT_RUN_VERSION)
         store.set_meta(_GRAMMARS_KEY, current)
+
+
+_BUDGET_KEY = "chunk_budget"
+
+
+def budget_in_force(store: IndexStore, settings: Settings) -> None:
+    """Where the chunk budget differs from the one the index was chunked under (`chunk_budget` changed in the
+    settings or an editor's), every file is marked as chunked by no chunker (`STRATEGY_NOT_RUN_VERSION`), so that
+    this run chunks it again: unchanged files kept their old chunks, however the budget was set. An index that names
+    no budget (made before it was kept) keeps its chunks and records today's."""
+    budget = str(settings.chunk_budget)
+    kept = store.get_meta(_BUDGET_KEY)
+    if kept != budget:
+        if kept:
+            store.set_chunker_version(store.file_rows(), STRATEGY_NOT_RUN_VERSION)
+        store.set_meta(_BUDGET_KEY, budget)
 
 
 def _function_name(strategy: Strategy) -> str:

@@ -36,6 +36,7 @@ from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
 from codeloupe.git_repo import RepositoryRefused, repository_of
 from codeloupe.index import (
     Prepared,
+    budget_in_force,
     content_rules,
     files_a_save_writes,
     grammars_in_force,
@@ -303,6 +304,7 @@ def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *,
     commit = workspace_commit(root)
     strategies_in_force(store, _trusted_strategies(root))  # files a changed strategy set claims are queued again
     grammars_in_force(store)  # and those whose grammar failed, where this process has other grammars
+    budget_in_force(store, settings)  # and every file, where the chunk budget changed
     found = walk(root, settings)
     existing = store.file_rows()
     remembered = store.skipped_files()
