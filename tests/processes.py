@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from codeloupe.parallel import KEPT_WORKER_NAME
+
 
 def children_of(pid: int) -> list[int]:
     """The child processes of `pid` but multiprocessing's resource tracker (a helper a spawned pool starts
@@ -25,6 +27,19 @@ def children_of(pid: int) -> list[int]:
                 continue
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"resource_tracker" not in cmdline:
                 found.append(int(entry))
+    return found
+
+
+def parse_workers(pids: list[int]) -> set[int]:
+    """Those of `pids` that are kept parse workers (`codeloupe.parallel`'s, named so): one per process, kept for the
+    files after, whichever workspace closes."""
+    found = set()
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_bytes().strip() == KEPT_WORKER_NAME:
+                found.add(pid)
+        except OSError:  # ended meanwhile
+            continue
     return found
 
 

@@ -286,6 +286,29 @@ def test_a_worker_that_exits_rather_than_crashes_leaves_its_rows_to_this_process
     assert out == ["True"]
 
 
+def test_a_row_that_cannot_be_sent_to_a_worker_is_done_here_and_the_kept_worker_kept(tmp_path: Path) -> None:
+    # The caller's own function may not pickle (a chunk strategy defined in a function, `add_chunk_strategy`): a few
+    # rows' map failed for it ("Can't pickle local object"), where before the kept worker they were done here, as a
+    # pool that cannot take them leaves them. Such a row is done here, and the next map's rows go to the worker.
+    out = run_case(tmp_path, """
+        from codeloupe import parallel
+
+        def where(parent: int, n: int) -> str:
+            return f"{n}:{'worker' if os.getpid() != parent else 'here'}"
+
+        def crashed(cause: str, parent: int, n: int) -> str:
+            return cause
+
+        if __name__ == "__main__":
+            local = lambda parent, n: where(parent, n)  # noqa: E731 (defined nowhere to import it from)
+            done = list(parallel.map_in_workers(local, iter([(os.getpid(), 0)]), 1, what="test", crashed=crashed))
+            done += parallel.map_in_workers(where, iter([(os.getpid(), 1)]), 1, what="test", crashed=crashed)
+            parallel.stop_kept_workers()
+            print("|".join(done))
+    """)
+    assert out == ["0:here|1:worker"]
+
+
 def test_a_task_holds_rows_up_to_its_bytes_and_a_larger_row_alone() -> None:
     from codeloupe.parallel import TASK_BYTES, TASK_ROWS, _tasks
 

@@ -21,6 +21,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from itertools import chain
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Generic, TypeVar
 
 log = logging.getLogger("codeloupe.parallel")
@@ -31,6 +32,8 @@ T = TypeVar("T")
 POOL_MIN_ITEMS = 200
 POOL_MAX_WORKERS = 4
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+PR_SET_NAME = 15
+KEPT_WORKER_NAME = b"codeloupe-parse"  # the kept worker's process name (/proc/PID/comm: at most 15 bytes)
 PARENT_POLL_S = 1.0  # where there is no PR_SET_PDEATHSIG: how soon an orphaned worker notices
 IN_FLIGHT_PER_WORKER = 32
 # A map given each row's `size` (a file's bytes) hands a worker consecutive rows together, up to this many bytes
@@ -322,6 +325,10 @@ def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: fl
         elif status == "exited":  # not a row's doing (see `_crash`): done here, as a pool's failure leaves it
             log.warning("%s in a worker process failed (%s); continuing in this process", what, value)
             yield fn(*row)
+        elif status == "unsendable":  # the caller's own code, not the row's file (a chunk strategy given as a
+            # function defined in a function, `add_chunk_strategy`): done here, as a pool that cannot take it leaves it
+            log.debug("%s: a row could not be sent to a worker process (%r); done in this process", what, value)
+            yield fn(*row)
         else:
             yield breaker.failed(str(value), row)
 
@@ -381,8 +388,9 @@ class _KeptWorker:
 
     def run(self, fn: Callable[..., T], row: tuple, timeout_s: float,
             should_stop: Callable[[], bool] | None) -> tuple[str, object]:
-        """("ok", `fn(*row)`), ("error", what it raised), or, the worker then stopped: ("crashed", why) where a
-        signal killed it or it ran past `timeout_s` (the row's doing), ("exited", why) where it ended by itself."""
+        """("ok", `fn(*row)`), ("error", what it raised), ("unsendable", why) where `fn` or `row` cannot be pickled
+        (nothing sent, the worker kept), or, the worker then stopped: ("crashed", why) where a signal killed it or it
+        ran past `timeout_s` (the row's doing), ("exited", why) where it ended by itself."""
         module = getattr(fn, "__module__", None) or "__main__"
         if module not in self.imported:  # imported first, apart: a spawned worker's import is no row's time
             status, value = self._answer(KEPT_START_S, request=("import", module, None, KEPT_START_S))
@@ -397,9 +405,14 @@ class _KeptWorker:
                 request: tuple | None = None) -> tuple[str, object]:
         """The worker's answer to `request` (None: to its start), within `timeout_s`."""
         deadline = time.monotonic() + timeout_s
+        if request is not None:
+            try:  # pickled first, apart: one that cannot be (a function defined in a function) leaves the pipe clean
+                sent = ForkingPickler.dumps(request)
+            except Exception as exc:
+                return "unsendable", exc
         try:
             if request is not None:
-                self.connection.send(request)
+                self.connection.send_bytes(sent)
             while not self.connection.poll(max(0.0, min(STOP_POLL_S, deadline - time.monotonic()))
                                            if should_stop is not None else timeout_s):
                 if should_stop is not None and should_stop():
@@ -495,8 +508,13 @@ def _serve_rows(connection: Connection, parent_pid: int) -> None:
     language server's threads come and go.) Ctrl-C in a terminal is the parent's to handle."""
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM ends it as the default action does: a forked worker has the CLI's handler, which would raise here (and
+    # print its traceback) where a terminal or a supervisor ends the whole process group.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if sys.platform.startswith("linux"):  # named for `ps`/`top` (and the tests), as it shows the command otherwise
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, KEPT_WORKER_NAME, 0, 0, 0)
     try:
         connection.send(("ok", None))
     except OSError:  # the parent died while this worker started
