@@ -239,9 +239,10 @@ def test_settings_files_that_are_links_fifos_or_nested_deep_are_skipped_with_a_w
     """A .codeloupe.toml linked to /proc/kmsg blocked every command for good (a link elsewhere would read a file
     outside the workspace); a pyproject.toml or .codeloupe.toml nested thousands deep raised RecursionError
     out of every command, then stopped it (exit 2). Each command runs in a process of its own with a timeout."""
-    def stats(root: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "codeloupe", "stats", str(root)], capture_output=True,
-                              text=True, timeout=60, env={**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "c")})
+    def index(root: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "codeloupe", "index", str(root), "--embed-provider", "none"],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "c")})
 
     linked = tmp_path / "linked"
     linked.mkdir()
@@ -249,13 +250,13 @@ def test_settings_files_that_are_links_fifos_or_nested_deep_are_skipped_with_a_w
     (tmp_path / "elsewhere.toml").write_text("chunk_budget = 1234\n")
     (linked / ".codeloupe.toml").symlink_to(tmp_path / "elsewhere.toml")
     os.mkfifo(linked / "pyproject.toml")
-    run = stats(linked)
+    run = index(linked)
     assert run.returncode == 0 and "is a link: not read for settings" in run.stderr, run.stderr
     nested = tmp_path / "nested"
     nested.mkdir()
     (nested / "a.py").write_text("a = 1\n")
     (nested / "pyproject.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
-    run = stats(nested)
+    run = index(nested)
     assert run.returncode == 0 and "nested too deeply" in run.stderr and "Traceback" not in run.stderr, run.stderr
 
 
