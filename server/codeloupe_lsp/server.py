@@ -35,6 +35,7 @@ from codeloupe.api import (
     NotInGraph,
     Settings,
     SourceConflict,
+    StoreError,
     Workspace,
     WorkspaceError,
     load_settings,
@@ -405,6 +406,11 @@ class CodeloupeServer(LanguageServer):
             raise RequestFailed(message=self.source_replaced(exc)) from exc
         except IndexStopped as exc:  # its folder closed, which stops a graph build the call waited for or ran
             raise JsonRpcContentModified(message=FOLDER_CLOSED) from exc
+        except StoreError as exc:  # the index or the shared index's database out of reach: its sentence says what
+            if _reads_a_closed_workspace(fn, args):
+                raise JsonRpcContentModified(message=FOLDER_CLOSED) from exc
+            log.warning("engine call %s: %s", getattr(fn, "__qualname__", fn), exc)
+            raise RequestFailed(message=str(exc)) from exc
         except Exception as exc:
             if _reads_a_closed_workspace(fn, args):  # closed under it: its store answers "closed database" and the like
                 raise JsonRpcContentModified(message=FOLDER_CLOSED) from exc

@@ -13,7 +13,7 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcContentModified, JsonRpcException
 
 from chat_server import ChatServer, Reply, cite
-from codeloupe.api import Workspace
+from codeloupe.api import Workspace, open_shared_held
 from codeloupe_lsp.server import FOLDER_CLOSED, build_server
 from full_disk import disk_full
 from processes import FAILING_GRAMMAR
@@ -130,6 +130,16 @@ async def test_a_request_reading_a_folder_closed_under_it_is_answered_content_mo
         with pytest.raises(JsonRpcContentModified) as refused:
             await server.engine(call, *arguments)
         assert refused.value.message == FOLDER_CLOSED
+
+
+async def test_a_shared_index_out_of_reach_is_said_in_its_own_words_not_as_an_engine_fault() -> None:
+    """`codeloupe.store.url` naming a database that does not answer was shown as "codeloupe engine error:
+    StoreError: cannot connect to the shared index ..." with a traceback logged as an error: the store's sentence
+    says what is wrong and is the whole answer."""
+    server = build_server()
+    with pytest.raises(JsonRpcException) as refused:
+        await server.engine(open_shared_held, ["billing"], {"store_url": "postgresql://codeloupe@127.0.0.1:1/none"})
+    assert refused.value.message.startswith("cannot connect to the shared index"), refused.value.message
 
 
 async def test_ask_streams_events_and_returns_verbatim_citations(project: Path) -> None:
