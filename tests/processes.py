@@ -164,8 +164,10 @@ FAILING_GRAMMAR = textwrap.dedent("""
     from codeloupe import parallel
 
     INDEXING = os.environ.setdefault("INDEXING_PID", str(os.getpid()))  # a spawned worker's parent set it
-    FAILURE = sys.argv[-1]  # crash | hang | fixed (it parses the file): the script's last argument
+    FAILURE = sys.argv[-1]  # crash | hang | allocate | fixed (it parses the file): the script's last argument
     REAL_GET_PARSER = pack.get_parser
+    if FAILURE == "allocate":  # a cap its workers start under (they are given it) that the file's parse goes past
+        parallel.PARSE_MEMORY_BYTES = 256 * 2**20
 
     class FailingParser:
         def __init__(self, real):
@@ -178,6 +180,9 @@ FAILING_GRAMMAR = textwrap.dedent("""
                     os._exit(3)
                 if FAILURE == "crash":
                     os.kill(os.getpid(), signal.SIGSEGV)
+                if FAILURE == "allocate":  # past the cap: MemoryError (with none, it takes it and parses)
+                    bytearray(parallel.PARSE_MEMORY_BYTES)
+                    return self.real.parse(source)
                 time.sleep(600)
             return self.real.parse(source)
 

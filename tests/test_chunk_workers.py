@@ -102,8 +102,12 @@ INDEX_FAILING_GRAMMAR = FAILING_GRAMMAR + textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize(("failure", "said"), [("crash", "crashed: its worker process was killed by SIGSEGV"),
-                                               ("hang", "did not finish: its worker process took longer than 5 s")])
+@pytest.mark.parametrize(("failure", "said"), [
+    ("crash", "crashed: its worker process was killed by SIGSEGV"),
+    ("hang", "did not finish: its worker process took longer than 5 s"),
+    # Nothing capped a worker's memory: a file a grammar allocates without bound on took the machine's, the OOM killer
+    # ending whatever process it picked. Past the cap, a MemoryError in Python ends the worker as the kernel would.
+    ("allocate", "crashed: its worker process was killed by SIGKILL")])
 @pytest.mark.parametrize("files", [220, 9])  # over POOL_MIN_ITEMS (a pool), and under it (the kept worker)
 def test_a_file_that_fails_its_grammar_in_a_worker_is_chunked_without_it_and_named(
         tmp_path: Path, failure: str, said: str, files: int) -> None:
@@ -234,3 +238,47 @@ def test_after_two_files_a_grammar_fails_on_the_rest_of_its_language_is_not_pars
     # The next run tries the files not run again (the two it fails on stay as they were until the grammars change)
     assert again == ["3 5", f"m000.rb: {failed}", f"m001.rb: {failed}", f"m002.rb: {failed}", f"m003.rb: {failed}",
                      f"m004.rb: {not_run}", "left:"], runs[1].stderr
+
+
+@pytest.mark.parametrize("files", [220, 9])  # a pool, the kept worker
+@pytest.mark.parametrize("start", ["fork", "spawn"])  # spawned (a language server's), it imports under no cap first
+def test_a_file_a_real_grammar_allocates_past_the_workers_memory_cap_on_costs_that_file_only(
+        tmp_path: Path, files: int, start: str) -> None:
+    # Nothing capped a chunking worker's memory: tree-sitter's Python grammar takes ~225 MB a MB of `<div>` lines
+    # (900 MB at the 4 MB a workspace may let a file be), the kernel's OOM killer then ending whatever process it
+    # picked. Past the cap (made small here), its allocation in C fails, the worker dies, and the file alone is
+    # chunked in line windows, named.
+    root = tmp_path / "repo"
+    root.mkdir()
+    for i in range(files):
+        (root / f"m{i}.py").write_text(f"def f{i}(a):\n    return a + {i}\n")
+    (root / "m7.py").write_text("<div>\n" * 160_000)  # ~220 MB of tree-sitter's, past any parent's free heap
+    script = tmp_path / "index.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        from pathlib import Path
+
+        from codeloupe import parallel
+        from codeloupe.api import Workspace
+
+        if __name__ == "__main__":
+            parallel.PARSE_MEMORY_BYTES = 48 * 2**20
+            parallel.pool_context = lambda: parallel.multiprocessing.get_context(sys.argv[2])
+            parallel.os.cpu_count = lambda: 2
+            ws = Workspace(Path(sys.argv[1]), overrides={"embed_provider": "none"})
+            report = ws.index()
+            rows = ws.store.file_rows()
+            print(report.files_indexed, [(p.path, p.reason) for p in ws.chunking_problems()],
+                  len(ws.store.symbols_of_file(rows["m8.py"].id)))
+            ws.close()
+            print(*[child.pid for child in parallel.multiprocessing.active_children()])
+    """))
+    done = subprocess.run([sys.executable, str(script), str(root), start], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report, kept = done.stdout.splitlines()
+    indexed, rest = report.split(maxsplit=1)
+    assert indexed == str(files)
+    assert rest.startswith("[('m7.py', 'grammar crashed: its worker process ")
+    assert rest.endswith(")] 1"), rest
+    assert all(not alive(int(pid)) for pid in kept.split()), "a worker outlived the indexing process"

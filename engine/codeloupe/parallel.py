@@ -53,6 +53,15 @@ WORKER_TIMEOUT_S = 120.0
 # rest of its language its grammar, and a repository that plants thousands costs two timeouts, not thousands.
 BREAKER_ROWS = 2
 NOT_RUN = "was not run:"  # `crashed`'s cause for a row the breaker refused: never parsed, so worth trying again
+# How much address space a worker that parses a workspace's files (a map given `crashed`: chunking, graph facts) may
+# take past its own size at its start (its imports; a forked one's, its parent's) before an allocation fails there,
+# costing that file alone (`cap_address_space`): a grammar allocates without bound on some files (4 MB of `{` lines
+# took tree-sitter-json 1.3 GB, of `<div>` lines tree-sitter-python 900 MB; `bench/grammar_memory.py`), and nothing
+# stopped it from taking the machine's memory, a worker each, the kernel's OOM killer then ending whatever process it
+# picked (the editor, a browser). Far above the honest need: the largest files of the corpora (1.5 MB of Python) took
+# 110 MB, 4 MB of random Python tokens 300 MB, every grammar's library loaded 150 MB; far below a machine's memory
+# at `POOL_MAX_WORKERS` workers.
+PARSE_MEMORY_BYTES = 1024 * 2**20
 _END = object()  # no item (an item may be None): `until`'s end of its items, `map_in_workers`' no result yet
 # How often a map given `should_stop` asks it while it waits for a result (the workers starting: seconds on a
 # loaded machine, where spawned workers import the engine first).
@@ -105,7 +114,8 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     `kind(*row)`, with `crashed`: the row's language (None: not told by its path). Once `crashed` has been given
     `BREAKER_ROWS` rows of one language, this map runs none of that language's other rows (a repository that
     plants many files its grammar loops on: each would cost `timeout_s` of a worker): they get
-    `crashed(NOT_RUN + "...", *row)`, here, without a worker."""
+    `crashed(NOT_RUN + "...", *row)`, here, without a worker. The workers of a map with `crashed` (they parse a
+    workspace's files) may take `PARSE_MEMORY_BYTES` past their own size: a row past it is one they died on."""
     rows = iter(rows)
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
     breaker: _Breaker[T] = _Breaker(what, crashed, kind)
@@ -131,8 +141,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
             dead: list[multiprocessing.process.BaseProcess] = []
             late: Future | None = None  # the task that ran past `timeout_s`, where it is its own doing
             try:
-                with ProcessPoolExecutor(workers, mp_context=context, initializer=exit_with_parent,
-                                         initargs=(os.getpid(),)) as pool:
+                with ProcessPoolExecutor(workers, mp_context=context, **_initializer(fn, crashed)) as pool:
                     try:
                         for task in chain([unsent] if unsent else [], tasks):
                             unsent = task  # until it is on `pending`: a pool broken already refuses it
@@ -292,7 +301,77 @@ def _tasks(rows: Iterator[tuple], size: Callable[..., int] | None, held: list[tu
 
 def _run_task(fn: Callable[..., T], task: list[tuple]) -> list[T]:
     """A worker's task: `fn(*row)` for each of its rows."""
-    return [fn(*row) for row in task]
+    try:
+        return [fn(*row) for row in task]
+    except MemoryError:
+        _end_out_of_memory()
+        raise
+
+
+def _initializer(fn: Callable[..., object], crashed: Callable[..., object] | None) -> dict[str, object]:
+    """A pool's worker initialiser (`exit_with_parent`), and with `crashed` (its workers parse a workspace's files)
+    the cap on their memory (`cap_parse_memory`), once `fn`'s module is imported."""
+    if crashed is None:
+        return {"initializer": exit_with_parent, "initargs": (os.getpid(),)}
+    return {"initializer": _start_parse_worker,
+            "initargs": (os.getpid(), _parse_memory_cap(), getattr(fn, "__module__", None) or "__main__")}
+
+
+def _start_parse_worker(parent_pid: int, memory_bytes: int | None, module: str) -> None:
+    """A spawned worker imports the engine (numpy and its thread pool's stacks too) before the cap, which is on top of
+    them: the size they take is no file's and grows with the machine's cores."""
+    exit_with_parent(parent_pid)
+    importlib.import_module(module)
+    cap_parse_memory(memory_bytes)
+
+
+def _parse_memory_cap() -> int | None:
+    """`PARSE_MEMORY_BYTES` where a worker's address space can be capped (Linux), else None, said once in the log."""
+    if sys.platform.startswith("linux"):
+        return PARSE_MEMORY_BYTES
+    _say_uncapped()
+    return None
+
+
+@functools.cache
+def _say_uncapped() -> None:
+    log.info("worker processes that parse a workspace's files have no memory cap here (it needs Linux's RLIMIT_AS):"
+             " a file whose grammar allocates without bound on it may take this machine's memory")
+
+
+_memory_capped = False  # this process is a worker whose address space `cap_parse_memory` capped
+
+
+def cap_parse_memory(memory_bytes: int | None) -> None:
+    """Cap this worker's address space at `memory_bytes` past its size now (`PARSE_MEMORY_BYTES`); None: no cap."""
+    global _memory_capped
+    _memory_capped = memory_bytes is not None and cap_address_space(memory_bytes)
+
+
+def _end_out_of_memory() -> None:
+    """A row took this capped worker past its cap and Python raised MemoryError (the map's error, failing the whole
+    index): the worker ends by SIGKILL, the kernel's kill of a process out of memory, so that the row is one it died
+    on (`map_in_workers`' `crashed`), as where the allocation that failed was in C (tree-sitter checks for none:
+    SIGSEGV). An uncapped worker's MemoryError stays the map's, as ever."""
+    if _memory_capped:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def cap_address_space(extra_bytes: int) -> bool:
+    """Let this process's address space grow by `extra_bytes` at most (Linux; elsewhere it is left alone, and False)."""
+    try:
+        import resource
+
+        with open("/proc/self/statm") as fh:
+            used = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):
+        return False
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = used + extra_bytes
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    return True
 
 
 def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: float,
@@ -372,7 +451,7 @@ class _KeptWorker:
         # Not a daemon: a daemonic process may start none, and a workspace strategy runs in a process of its own.
         # `stop_kept_workers` ends it at exit instead, before multiprocessing's own exit handler would wait for it.
         self.process: multiprocessing.process.BaseProcess = context.Process(  # type: ignore[attr-defined]
-            target=_serve_rows, args=(child_end, os.getpid()), name="codeloupe-parse-worker")
+            target=_serve_rows, args=(child_end, os.getpid(), _parse_memory_cap()), name="codeloupe-parse-worker")
         self.imported: set[str] = set()  # the modules of the functions it was given
         self.stopped = False
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") \
@@ -499,13 +578,15 @@ def retry_kept_worker_start() -> None:
         _kept_unstarted = None
 
 
-def _serve_rows(connection: Connection, parent_pid: int) -> None:
+def _serve_rows(connection: Connection, parent_pid: int, memory_bytes: int | None) -> None:
     """A kept worker's loop: one request at a time, ("import", module) or ("run", fn, row), each answered (status,
     value). Should the parent die, it ends too: idle, it looks every `PARENT_POLL_S` whether it has another parent
     (a pipe's end alone would not tell: a forked worker holds a copy of the parent's); running a row, an alarm (left to
     its default action, which ends the process even inside a call into C) goes off a little after the parent would
     have killed it. (`exit_with_parent`'s PR_SET_PDEATHSIG fires when the *thread* that started it ends, and a
-    language server's threads come and go.) Ctrl-C in a terminal is the parent's to handle."""
+    language server's threads come and go.) Ctrl-C in a terminal is the parent's to handle. Its address space is
+    capped before its first row, once the row's module is imported (`_start_parse_worker`, `cap_parse_memory`): a row
+    past it ends it (`_end_out_of_memory`)."""
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # SIGTERM ends it as the default action does: a forked worker has the CLI's handler, which would raise here (and
@@ -527,11 +608,15 @@ def _serve_rows(connection: Connection, parent_pid: int) -> None:
             kind, target, row, timeout_s = connection.recv()
         except (EOFError, OSError):  # the parent closed its end, or died
             return
+        if kind == "run" and not _memory_capped:
+            cap_parse_memory(memory_bytes)
         signal.setitimer(signal.ITIMER_REAL, timeout_s + KEPT_REAP_S)
         try:
             answer: tuple[str, object] = ("ok", importlib.import_module(target) and None) if kind == "import" \
                 else ("ok", target(*row))
         except Exception as exc:
+            if isinstance(exc, MemoryError):
+                _end_out_of_memory()
             answer = ("error", exc)
         signal.setitimer(signal.ITIMER_REAL, 0)
         try:

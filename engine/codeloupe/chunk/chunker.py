@@ -72,8 +72,9 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
     A strategy claiming the file (registered through the API, or one of the workspace's trusted
     `strategies`) chunks it instead of the built-ins; where it fails on the file, the file is chunked as it
     would be without it (its grammar, its sections, else line windows) and `fallback_reason` says why. Never
-    raises: a missing grammar, a parse failure or a giant line falls back to line windows and says why in
-    `fallback_reason`. Every line lands in exactly one chunk.
+    raises but MemoryError (a file its grammar took its worker past its memory cap on: the worker gives it
+    `crashed`'s line windows, `parallel.PARSE_MEMORY_BYTES`): a missing grammar, a parse failure or a giant line
+    falls back to line windows and says why in `fallback_reason`. Every line lands in exactly one chunk.
 
     `grammar_crashed`: why the file's grammar must not parse it (it killed the worker process that parsed it, or
     ran past its time there: `index.prepare_crashed`); the file is chunked as with no grammar, this its
@@ -108,6 +109,8 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
             pieces, definitions, skeleton, reason = _plan(path, lines, language, budget, grammar_crashed)
             # its grammar refused for its language's failures on other files (`parallel.BREAKER_ROWS`), not its own
             not_run = not_run or reason.startswith(f"grammar {NOT_RUN}")
+    except MemoryError:  # past its worker's memory cap: the worker's to settle, as a crash (`PARSE_MEMORY_BYTES`)
+        raise
     except (Exception, RecursionError) as exc:  # the chunker must not lose a file to its own bug
         log.warning("chunker failed on %s (%s); using line windows", path, exc, exc_info=True)
         reason = f"error: {type(exc).__name__}: {exc}"

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from codeloupe.parallel import may_start, pool_context
+from codeloupe.parallel import cap_address_space, may_start, pool_context
 
 # How much address space a strategy may add to its worker's own (the worker's imports) before an allocation
 # fails: a strategy works on one file's text, so this is far above any honest need.
@@ -249,7 +249,7 @@ def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int)
     from codeloupe.chunk.strategies import StrategyError, partition_ranges
     from codeloupe.types import split_lines
 
-    _cap_address_space(memory_bytes)
+    cap_address_space(memory_bytes)
     try:
         _send(connection, ("ready", None))
     except OSError:  # the parent died while this worker started
@@ -336,19 +336,3 @@ def _bounded(failure: str) -> str:
 
 def _out_of_memory(memory_bytes: int) -> str:
     return f"ran out of memory (a strategy may use {memory_bytes // 2**20} MiB)"
-
-
-def _cap_address_space(extra_bytes: int) -> None:
-    """Let this process's address space grow by `extra_bytes` at most (Linux; elsewhere it is left alone)."""
-    try:
-        import resource
-
-        with open("/proc/self/statm") as fh:
-            used = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (ImportError, OSError, ValueError):
-        return
-    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = used + extra_bytes
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
