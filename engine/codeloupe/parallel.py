@@ -55,8 +55,8 @@ BREAKER_ROWS = 2
 NOT_RUN = "was not run:"  # `crashed`'s cause for a row the breaker refused: never parsed, so worth trying again
 # How much address space a worker that parses a workspace's files (a map given `crashed`: chunking, graph facts) may
 # take past its own size at its start (its imports; a forked one's, its parent's) before an allocation fails there,
-# costing that file alone (`cap_address_space`): a grammar allocates without bound on some files (4 MB of `{` lines
-# took tree-sitter-json 1.3 GB, of `<div>` lines tree-sitter-python 900 MB; `bench/grammar_memory.py`), and nothing
+# costing that file alone (`cap_address_space`): a grammar allocates without bound on some files (1 MB of `[` lines
+# took tree-sitter-haskell 1.4 GB, 4 MB of `{` lines tree-sitter-json 1.3 GB; `bench/grammar_memory.py`), and nothing
 # stopped it from taking the machine's memory, a worker each, the kernel's OOM killer then ending whatever process it
 # picked (the editor, a browser). Far above the honest need: the largest files of the corpora (1.5 MB of Python) took
 # 110 MB, 4 MB of random Python tokens 300 MB, every grammar's library loaded 150 MB; far below a machine's memory
