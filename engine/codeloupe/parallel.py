@@ -380,7 +380,8 @@ def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: fl
     """`fn(*row)` for each row, each in a kept worker (`_KeptWorker`): a row its worker dies on, or runs past its
     time on (`row_timeout_s`), gets `crashed(cause, *row)` (the pool's wording) and the worker is replaced for the
     next; a row `breaker` refuses is not run. Where no worker can start, the rows are done in this process, as
-    before. `_Stopped` once `should_stop()` is true."""
+    before, and so is a row that cannot be pickled (the caller's own function, not the row's file). `_Stopped` once
+    `should_stop()` is true."""
     for row in rows:
         if breaker.refuses(row):
             yield breaker.refused(row)
@@ -393,7 +394,7 @@ def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: fl
         try:
             status, value = worker.run(fn, row, row_timeout_s(timeout_s, None if size is None else size(*row)),
                                        should_stop)
-        except BaseException:  # Ctrl-C, a stop, a row that cannot be pickled: the worker may be mid-row
+        except BaseException:  # Ctrl-C, a stop: the worker may be mid-row (one that cannot be pickled is "unsendable")
             worker.stop()
             raise
         _give_back_kept_worker(worker)
