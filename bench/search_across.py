@@ -70,10 +70,13 @@ def main() -> int:
             ws.close()
         workspaces = {ws.repository_name: ws for ws in open_shared(list(repositories),
                                                                     {**overrides, "store_url": args.store})}
-    names = {ws.repository_name: cid for cid, ws in workspaces.items()}
+    # A hit names its repository by its shown name, or by its folder where two share one (three packages' folders
+    # are all named `package`)
+    names = {name: cid for cid, ws in workspaces.items() for name in (ws.repository_name, str(ws.root))}
     rows = []
     timings: dict[str, list[float]] = {"alone": [], "lane_ranks": [], "own_scores": []}
-    choosing = len(workspaces) > R.REPOSITORIES_SEARCHED_FULLY
+    # Only a shared index chooses (`repository_choice` asks its database): folders' own indexes are all searched.
+    choosing = args.store is not None and len(workspaces) > R.REPOSITORIES_SEARCHED_FULLY
     if choosing:
         timings["chosen"] = []
     searched_fully = R.REPOSITORIES_SEARCHED_FULLY
