@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     # cycles are collected first, which runs their finalizers.
     logging.shutdown()
     gc.collect()
-    os._exit(0)
+    os._exit(server.exit_status)
 
 
 if __name__ == "__main__":

@@ -211,6 +211,8 @@ class CodeloupeServer(LanguageServer):
         self.shared_problem = ""
         # Re-reads the user's trust store when it changes (`codeloupe_lsp.lifecycle`); cancelled at shutdown.
         self.trust_watch: asyncio.Task[None] | None = None
+        # What the process exits with (`__main__`): as LSP says of `exit`, 1 where no `shutdown` came before.
+        self.exit_status = 0
         self._warned: set[str] = set()
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
@@ -223,7 +225,9 @@ class CodeloupeServer(LanguageServer):
             asyncio.run(self._serve(reader))
         except BrokenPipeError:
             log.error("the client closed the connection; shutting down")
-        except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):  # Ctrl-C, `exit`, SIGTERM
+        except SystemExit as exc:  # `exit`: 0 after `shutdown`, 1 without (pygls' status)
+            self.exit_status = exc.code if isinstance(exc.code, int) else 1
+        except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, SIGTERM
             pass
         finally:
             self.shutdown()

@@ -102,6 +102,18 @@ def test_a_request_before_initialize_is_server_not_initialized() -> None:
         server.close()
 
 
+def test_exit_without_shutdown_exits_with_status_1() -> None:
+    """LSP: `exit` exits 0 once `shutdown` came before, 1 otherwise (the second case, a client that skipped the
+    shutdown, exited 0: the status of the process was always 0, whatever pygls' `exit` said)."""
+    server = RawServer()
+    try:
+        server.initialize()
+        server.send_bytes(server.frame({"jsonrpc": "2.0", "method": "exit"}))
+        assert server.proc.wait(timeout=30) == 1
+    finally:
+        server.close()
+
+
 async def test_requests_after_shutdown_are_invalid_requests(tmp_path: Path) -> None:
     client = await start_server([write_project(tmp_path / "project")])
     await client.wait_ready()
