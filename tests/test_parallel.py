@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -648,3 +649,25 @@ def test_a_process_that_ignores_ctrl_c_keeps_its_workers_through_one(tmp_path: P
         out, err = case.communicate("\n", timeout=DEADLINE_S)
     assert out.split() == ["in-workers"], err
     assert case.returncode == 0 and "failed" not in err, err
+
+
+def test_a_process_is_still_running_only_while_it_is_the_one_seen_to_start(tmp_path: Path) -> None:
+    """What a server watching its editor's process (LSP's processId) asks: not only whether a process of that id
+    exists (`os.kill(pid, 0)`), which a zombie and a later process given the same id both pass."""
+    from codeloupe.parallel import process_running, process_started, still_running
+
+    child = subprocess.Popen(["sleep", "1000"])
+    try:
+        started = process_started(child.pid)
+        assert started is not None and still_running(child.pid, started) and still_running(child.pid, None)
+        assert not still_running(child.pid, started + 1)  # its id another process's since: an id reused
+        child.kill()
+        deadline = time.monotonic() + 30
+        while alive(child.pid):  # until it is a zombie: ended, not reaped
+            assert time.monotonic() < deadline, "the killed process did not end"
+            time.sleep(0.01)
+        assert process_running(child.pid) and not still_running(child.pid, started)
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    assert not still_running(child.pid, started)  # reaped: gone

@@ -77,6 +77,8 @@ from codeloupe.index import (
 from codeloupe.index import IndexStopped as IndexStopped
 from codeloupe.memory import map_large_blocks_apart
 from codeloupe.parallel import process_running
+from codeloupe.parallel import process_started as process_started
+from codeloupe.parallel import still_running as still_running
 from codeloupe.regular_file import READ_MAX_BYTES as READ_MAX_BYTES
 from codeloupe.regular_file import read_whole
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote

@@ -22,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from itertools import chain
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
+from pathlib import Path
 from typing import Generic, TypeVar
 
 log = logging.getLogger("codeloupe.parallel")
@@ -753,8 +754,7 @@ def exit_with_parent(parent_pid: int) -> None:
             if os.getppid() != parent_pid:  # the parent died before the signal was armed
                 os._exit(1)
             return
-    threading.Thread(target=_watch_parent, args=(parent_pid,), name="codeloupe-parent-watch",
-                     daemon=True).start()
+    when_parent_changes(parent_pid, lambda: os._exit(1))
 
 
 def process_running(pid: int) -> bool:
@@ -768,10 +768,48 @@ def process_running(pid: int) -> bool:
     return True
 
 
-def _watch_parent(parent_pid: int) -> None:
-    while os.getppid() == parent_pid:
-        time.sleep(PARENT_POLL_S)
-    os._exit(1)
+def process_started(pid: int) -> int | None:
+    """When the process of that id started, in clock ticks since boot (the 22nd field of /proc/PID/stat): what tells
+    it from a later process given the same id once it has ended. None where it cannot be read (no /proc: not Linux;
+    the process gone; /proc mounted with hidepid)."""
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[_STARTED])
+
+
+def still_running(pid: int, started: int | None) -> bool:
+    """Whether the process of that id that `process_started` saw start at `started` (None: it could not tell) still
+    runs: not once it has ended, even unreaped (a zombie: `os.kill` still finds it until its parent waits for it),
+    nor once its id is another process's (ids are reused)."""
+    if not process_running(pid):
+        return False
+    fields = _stat_fields(pid)
+    if fields is None:  # no /proc (or it ended just now: the next look says so)
+        return True
+    return fields[0] != b"Z" and started in (None, int(fields[_STARTED]))
+
+
+_STARTED = 19  # the start time's index in `_stat_fields` (the 22nd field of /proc/PID/stat)
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat's fields from the third (the state) on, or None where it cannot be read. The second, the
+    command's name in parentheses, may hold spaces and parentheses itself: the fields start after the last ")"."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return stat.rpartition(b")")[2].split()
+
+
+def when_parent_changes(parent_pid: int, then: Callable[[], object]) -> None:
+    """Call `then` on a daemon thread of its own once this process's parent is no longer `parent_pid`: it died, and
+    this process was handed to init or a subreaper (which never has that id: it was running before)."""
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        then()
+
+    threading.Thread(target=watch, name="codeloupe-parent-watch", daemon=True).start()
 
 
 def kill_workers(pool: ProcessPoolExecutor) -> None:
