@@ -10,7 +10,14 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from codeloupe.api import WORKSPACE_SETTINGS_FILES, SettingsError, WorkspaceError, trust_store_path
+from codeloupe.api import (
+    WORKSPACE_SETTINGS_FILES,
+    SettingsError,
+    WorkspaceError,
+    process_started,
+    still_running,
+    trust_store_path,
+)
 from codeloupe_lsp.config import SECTION, read_options
 from codeloupe_lsp.convert import uri_to_path
 from codeloupe_lsp.folders import Folder
@@ -24,6 +31,8 @@ WATCHER_ID = "codeloupe-watched-files"
 PROGRESS_FIRST_S = 5.0
 # How often the user's trust store is checked for a `codeloupe trust` / `--revoke` run since (one stat call).
 TRUST_POLL_S = 1.0
+# How often the editor's process (initialize's processId) is looked for: the server ends within this of its end.
+EDITOR_POLL_S = 1.0
 
 
 def register(server: CodeloupeServer) -> None:
@@ -31,6 +40,8 @@ def register(server: CodeloupeServer) -> None:
     def on_initialize(ls: CodeloupeServer, params: lsp.InitializeParams) -> None:
         ls.options = read_options(params.initialization_options)
         ls.trusted = ls.options.trusted
+        if params.process_id is not None:
+            ls.editor_watch = asyncio.get_running_loop().create_task(_watch_editor(ls, params.process_id))
 
     @server.feature(lsp.INITIALIZED)
     async def on_initialized(ls: CodeloupeServer, params: lsp.InitializedParams) -> None:
@@ -131,6 +142,25 @@ async def _watch_trust(ls: CodeloupeServer, store: Path) -> None:
                 await _reopen_changed(ls)
             except Exception:  # keep watching: the next change is tried again
                 log.exception("reopening folders after a trust change failed")
+
+
+async def _watch_editor(ls: CodeloupeServer, pid: int) -> None:
+    """End the server as `exit` does once the editor's process (`pid`, initialize's processId) is gone, as LSP asks.
+    An editor killed or crashed whose end of the pipes another process still holds (a wrapper, a UI that started
+    `nvim --embed`, an SSH session, a child that inherited them) sends no end of input: the server ran on with its
+    indexes open, its workers and its memory. Gone is ended, unreaped (a zombie) or its id now another process's
+    (its start time differs). A `pid` not running here at initialize is no process of this machine's to watch (an
+    editor outside the server's container or machine): the server then ends with its input, as without one."""
+    started = process_started(pid)
+    if not still_running(pid, started):
+        log.warning("the editor's process %d (initialize's processId) is not running here; the server will not end"
+                    " with it", pid)
+        return
+    while still_running(pid, started):
+        await asyncio.sleep(EDITOR_POLL_S)
+    log.warning("the editor's process %d has ended; the server exits", pid)
+    # Raised here it ends the loop as pygls' `exit` does (a task's SystemExit leaves asyncio.run), with its status.
+    raise SystemExit(0 if ls.protocol._shutdown else 1)
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

@@ -211,13 +211,17 @@ class CodeloupeServer(LanguageServer):
         self.shared_problem = ""
         # Re-reads the user's trust store when it changes (`codeloupe_lsp.lifecycle`); cancelled at shutdown.
         self.trust_watch: asyncio.Task[None] | None = None
+        # Ends serving once the editor's process is gone (`codeloupe_lsp.lifecycle`; none where initialize's
+        # processId is null).
+        self.editor_watch: asyncio.Task[None] | None = None
         # What the process exits with (`__main__`): as LSP says of `exit`, 1 where no `shutdown` came before.
         self.exit_status = 0
         self._warned: set[str] = set()
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         """Serve over stdio with a reader that survives framing errors (`codeloupe_lsp.framing`), until end of input,
-        `exit`, Ctrl-C or SIGTERM; then `shutdown`. Call it on the main thread: it takes SIGTERM."""
+        `exit`, Ctrl-C, SIGTERM or the editor's process ending (`lifecycle`); then `shutdown`. Call it on the main
+        thread: it takes SIGTERM."""
         self._stop_event = threading.Event()
         reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
@@ -225,7 +229,7 @@ class CodeloupeServer(LanguageServer):
             asyncio.run(self._serve(reader))
         except BrokenPipeError:
             log.error("the client closed the connection; shutting down")
-        except SystemExit as exc:  # `exit`: 0 after `shutdown`, 1 without (pygls' status)
+        except SystemExit as exc:  # `exit`, or the editor gone (`lifecycle`): 0 after `shutdown`, 1 without
             self.exit_status = exc.code if isinstance(exc.code, int) else 1
         except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, SIGTERM
             pass

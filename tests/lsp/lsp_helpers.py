@@ -259,10 +259,11 @@ class RawServer:
     def request(self, msg_id: int, method: str, params: Any = None) -> bytes:
         return self.frame({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
 
-    def initialize(self, folders: list[Path] | None = None, **options: Any) -> None:
+    def initialize(self, folders: list[Path] | None = None, *, process_id: int | None = None, **options: Any) -> None:
         """The handshake: `initialize` with embeddings off (`options` over that) and its reply; with `folders`, those
-        as the workspace folders and `initialized` after, which starts their indexes."""
-        params: dict[str, Any] = {"processId": None, "rootUri": None, "capabilities": {},
+        as the workspace folders and `initialized` after, which starts their indexes; `process_id`: the editor's
+        process the server is to end with (none by default)."""
+        params: dict[str, Any] = {"processId": process_id, "rootUri": None, "capabilities": {},
                                   "initializationOptions": {"embedProvider": "none", **options}}
         if folders is not None:
             params["workspaceFolders"] = [{"uri": uri(folder), "name": folder.name} for folder in folders]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lsp_helpers import RawServer, uri
+from lsp_helpers import RawServer, uri, write_project
 
 from processes import alive, children_of, children_running, many_small_files
 
@@ -30,10 +30,10 @@ FILES = 1500
 class Session:
     """A `RawServer` initialised on one folder, asked in turn."""
 
-    def __init__(self, root: Path, errlog: Path, embed_provider: str = "none") -> None:
+    def __init__(self, root: Path, errlog: Path, embed_provider: str = "none", process_id: int | None = None) -> None:
         self.server = RawServer(errlog)
         self.errlog = errlog
-        self.server.initialize([root], embedProvider=embed_provider)
+        self.server.initialize([root], process_id=process_id, embedProvider=embed_provider)
         self._ids = itertools.count(2)  # 1 was the handshake's
 
     def ask(self, method: str, params: Any = None) -> Any:
@@ -346,3 +346,59 @@ def test_removing_a_folder_kills_the_models_first_derivation(tmp_path: Path) -> 
     finally:
         session.server.close()
     session.quiet()
+
+
+def test_the_server_ends_when_the_editor_s_process_is_gone(tmp_path: Path) -> None:
+    """An editor killed (SIGKILL) or crashed whose end of the pipes another process still holds (a wrapper, a UI that
+    started `nvim --embed`, an SSH session, a child that inherited them) sends no end of input, and the server ran on
+    for good, its index open and its workers with it, though initialize named the editor's process (processId),
+    which LSP says the server ends with. The server now ends as on `exit` without `shutdown`: status 1, its index
+    closed, its workers ended. The editor is left unreaped (a zombie, as until its own parent waits for it), which a
+    look by its pid alone still finds; the test holds the server's pipes."""
+    root = write_project(tmp_path / "project")
+    editor = subprocess.Popen(["sleep", "1000"])
+    session = Session(root, tmp_path / "stderr.txt", process_id=editor.pid)
+    try:
+        deadline = time.monotonic() + 120
+        while (folders := session.ask("codeloupe/status", {})["folders"])[0]["state"] != "ready":
+            assert time.monotonic() < deadline, folders
+            time.sleep(0.05)
+        workers = children_of(session.server.proc.pid)
+        assert workers  # the kept parse worker its index chunked in
+        editor.kill()
+        assert session.server.proc.wait(timeout=60) == 1
+        deadline = time.monotonic() + 30
+        while left := [pid for pid in workers if alive(pid)]:
+            assert time.monotonic() < deadline, f"workers outlived the server: {left}"
+            time.sleep(0.05)
+    finally:
+        editor.kill()
+        editor.wait(timeout=30)
+        session.server.close()
+    session.quiet()
+    assert not Path(folders[0]["indexPath"] + "-wal").exists()  # closed, its log folded in
+
+
+def test_a_server_given_no_editor_process_stays_up_when_another_s_editor_ends(tmp_path: Path) -> None:
+    """processId null (an editor that does not say, or a server started by hand): nothing to end with. A server
+    given the editor's pid is the clock: once it has seen the editor's end and left, the other still answers."""
+    editor = subprocess.Popen(["sleep", "1000"])
+    watching, unwatched = RawServer(tmp_path / "watching.txt"), RawServer(tmp_path / "unwatched.txt")
+    try:
+        watching.initialize(process_id=editor.pid)
+        unwatched.initialize()
+        editor.kill()
+        editor.wait(timeout=30)
+        assert watching.proc.wait(timeout=60) == 1
+        unwatched.send_bytes(unwatched.request(2, "codeloupe/status", {}))
+        reply = unwatched.next_reply()
+        assert reply["id"] == 2 and reply["result"]["folders"] == [], reply
+        unwatched.send_bytes(unwatched.request(3, "shutdown"))
+        assert unwatched.next_reply()["id"] == 3
+        unwatched.send_bytes(unwatched.frame({"jsonrpc": "2.0", "method": "exit"}))
+        assert unwatched.proc.wait(timeout=30) == 0
+    finally:
+        if editor.poll() is None:
+            editor.kill()
+        watching.close()
+        unwatched.close()
