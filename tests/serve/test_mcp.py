@@ -978,15 +978,29 @@ def test_closing_a_warm_workspace_kills_the_models_first_derivation(tmp_path: Pa
         again.close()
 
 
+# An MCP client that starts the server on the pipes it was given (the test's, which the test holds open), writes the
+# server's pid in the file its first argument names and waits to be killed.
+CLIENT = """
+import subprocess, sys, time
+server = subprocess.Popen(sys.argv[2:])
+with open(sys.argv[1], "w") as out:
+    out.write(str(server.pid))
+time.sleep(1000)
+"""
+
+
 class StdioServer:
     """A real `codeloupe mcp ROOT` over pipes, initialised, its stderr in `errlog`; killed if a test leaves it
-    running."""
+    running. With `client_pid_file`, `process` is a stand-in client (`CLIENT`) that started the server, and the
+    server's pid is in that file once the server answered."""
 
-    def __init__(self, root: Path, errlog: Path, **env: str) -> None:
+    def __init__(self, root: Path, errlog: Path, client_pid_file: Path | None = None, **env: str) -> None:
+        command = [sys.executable, "-m", "codeloupe", "mcp", str(root)]
+        if client_pid_file is not None:
+            command = [sys.executable, "-c", CLIENT, str(client_pid_file), *command]
         with errlog.open("w") as err:
-            self.process = subprocess.Popen([sys.executable, "-m", "codeloupe", "mcp", str(root)], cwd=errlog.parent,
-                                            text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                            env=subprocess_env(**env))
+            self.process = subprocess.Popen(command, cwd=errlog.parent, text=True, stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=err, env=subprocess_env(**env))
         self.errlog = errlog
         self._calls = iter(range(1, 1_000_000))
 
@@ -1113,6 +1127,41 @@ def test_stdio_stops_and_closes_its_first_index_on_sigterm_or_ctrl_c(tmp_path: P
     assert "leaked semaphore" not in server.errlog.read_text()
     assert workers and not any(alive(pid) for pid in workers)
     index = load_settings(root.resolve(), {}).index_path(root)
+    assert index.exists() and not Path(f"{index}-wal").exists()  # closed, its log folded in
+
+
+def test_stdio_ends_when_its_client_dies_with_stdin_left_open(project: Path, tmp_path: Path) -> None:
+    """An MCP client killed (SIGKILL) or crashed while another process still holds its end of the pipes (a wrapper,
+    a child that inherited them) never closes the server's stdin: the server ran on for good, its index open and
+    its workers with it. MCP names no client process, but the one that started the server is its parent: once that
+    is gone (the server handed to init or a subreaper), the server closes its workspace as on SIGTERM and exits,
+    status 1 (not observed here: the server is no child of the test's), its workers ended."""
+    import signal
+
+    from codeloupe.api import load_settings
+    from processes import alive, children_of
+
+    pid_file = tmp_path / "server.pid"
+    pid, workers = 0, []
+    try:
+        with StdioServer(project, tmp_path / "stderr.txt", client_pid_file=pid_file) as server:
+            server.wait_for(lambda status: status["ready"])
+            pid = int(pid_file.read_text())
+            workers = children_of(pid)
+            assert workers  # the kept parse worker its index chunked in
+            server.process.kill()  # the client; the test still holds the server's stdin and stdout
+            server.process.wait(timeout=30)
+            deadline = time.monotonic() + 60
+            while left := [each for each in (pid, *workers) if alive(each)]:
+                assert time.monotonic() < deadline, f"outlived the client: {left}"
+                time.sleep(0.05)
+    finally:
+        for each in (pid, *workers):
+            if each and alive(each):
+                os.kill(each, signal.SIGKILL)
+    log = server.errlog.read_text()
+    assert "Traceback" not in log and "leaked semaphore" not in log, log
+    index = load_settings(project.resolve(), {}).index_path(project)
     assert index.exists() and not Path(f"{index}-wal").exists()  # closed, its log folded in
 
 

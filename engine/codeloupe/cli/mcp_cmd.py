@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         raise CliError(f"{root}: no such directory")
     from codeloupe.api import WorkspaceError
+    from codeloupe.parallel import when_parent_changes
     from codeloupe.settings import SettingsError, load_settings
     from codeloupe.store import StoreError
 
@@ -64,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, leave)
+    # A client killed or crashed while another process holds its end of the pipes (a wrapper, a child that inherited
+    # them) never closes stdin, and the server ran on for good, its index open. MCP names no client process, but the
+    # one that started the server is its parent: once that has died, the workspace is closed as on SIGTERM.
+    when_parent_changes(os.getppid(), lambda: _close_and_leave(close, 1))
     try:
         serve_stdio(build_server(warm))
     finally:
