@@ -1166,6 +1166,7 @@ def test_a_strategy_worker_stopped_but_not_reaped_yet_is_not_asked_again(monkeyp
     import os
     import signal
 
+    from codeloupe import parallel
     from codeloupe.chunk import strategy_process
 
     source = 'EXTENSIONS = (".zog",)\n\n\ndef chunk(text, lines):\n    return [(1, len(lines))]\n'
@@ -1173,7 +1174,7 @@ def test_a_strategy_worker_stopped_but_not_reaped_yet_is_not_asked_again(monkeyp
     assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\n", 30.0) == [[1, 1, ""]]  # started
     assert strategy_process._worker is not None
     killed = strategy_process._worker.process.pid
-    monkeypatch.setattr(strategy_process, "_REAP_S", 0.0)  # its reaping is looked for once, not waited for
+    monkeypatch.setattr(parallel, "REAP_S", 0.0)  # its reaping is looked for once, not waited for
     with subprocess.Popen([sys.executable, "-c", HOLDS_REAPING, str(killed)], stdout=subprocess.PIPE,
                           text=True) as tracer:
         assert tracer.stdout is not None

@@ -34,8 +34,8 @@ POOL_MIN_ITEMS = 200
 POOL_MAX_WORKERS = 4
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PR_SET_NAME = 15
-KEPT_WORKER_NAME = b"codeloupe-parse"  # the kept worker's process name (/proc/PID/comm: at most 15 bytes)
-PARENT_POLL_S = 1.0  # where there is no PR_SET_PDEATHSIG: how soon an orphaned worker notices
+KEPT_WORKER_NAME = b"codeloupe-parse"  # the kept worker's process name (/proc/PID/comm: its name's first 15 bytes)
+PARENT_POLL_S = 1.0  # where there is no PR_SET_PDEATHSIG (and for a kept worker): how soon an orphaned worker notices
 IN_FLIGHT_PER_WORKER = 32
 # A map given each row's `size` (a file's bytes) hands a worker consecutive rows together, up to this many bytes
 # and rows a task: a task a file, 20,000 empty files took 6.5 s of handing files to the workers and their results
@@ -166,7 +166,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                             late = pending[0][1]
                         kill_workers(pool)
                         raise
-                    except _Stopped:
+                    except Stopped:
                         closing = True
                         kill_workers(pool)
                         return
@@ -190,8 +190,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                     return
                 cause = None
                 if crashed is not None and isinstance(exc, BrokenProcessPool):
-                    killer = _crash(dead)
-                    cause = None if killer is None else f"crashed: its worker process was killed by {killer}"
+                    cause = _crash(dead)
                 elif crashed is not None and late is not None:
                     cause = f"did not finish: its worker process took longer than {timeout_s:g} s"
                 if cause is None:
@@ -207,7 +206,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                          " a time", what, cause)
                 try:
                     yield from _results_left(pending, rest)
-                except _Stopped:
+                except Stopped:
                     return
                 pending.clear()
     # One result ahead, so that `meanwhile` runs (and its error is raised) before the last one is handed over.
@@ -217,7 +216,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
             if last is not _END:
                 yield last
             last = result
-    except _Stopped:
+    except Stopped:
         return
     other.run()
     other.raise_error()
@@ -261,16 +260,17 @@ def _succeeded(future: Future) -> bool:
 
 
 def _crash(processes: list[multiprocessing.process.BaseProcess]) -> str | None:
-    """The signal that killed one of a broken pool's `processes` (all ended: read after its shutdown), by name; None
-    where each exited (it could not start), was ended by the pool itself once broken (SIGTERM) or by a terminal's
-    Ctrl-C (SIGINT, which this process gets too): none of those is a row's doing."""
+    """`crashed`'s cause where one of a broken pool's `processes` (all ended: read after its shutdown) died by a row:
+    killed by a signal, named; None where each exited (it could not start),
+    was ended by the pool itself once broken (SIGTERM) or by a terminal's Ctrl-C (SIGINT, which this process gets
+    too): none of those is a row's doing."""
     for process in processes:
         code = process.exitcode
         if code is not None and code < 0 and -code not in (signal.SIGTERM, signal.SIGINT):
             try:
-                return signal.Signals(-code).name
+                return f"crashed: its worker process was killed by {signal.Signals(-code).name}"
             except ValueError:
-                return f"signal {-code}"
+                return f"crashed: its worker process was killed by signal {-code}"
     return None
 
 
@@ -381,7 +381,7 @@ def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: fl
     """`fn(*row)` for each row, each in a kept worker (`_KeptWorker`): a row its worker dies on, or runs past its
     time on (`row_timeout_s`), gets `crashed(cause, *row)` (the pool's wording) and the worker is replaced for the
     next; a row `breaker` refuses is not run. Where no worker can start, the rows are done in this process, as
-    before, and so is a row that cannot be pickled (the caller's own function, not the row's file). `_Stopped` once
+    before, and so is a row that cannot be pickled (the caller's own function, not the row's file). `Stopped` once
     `should_stop()` is true."""
     for row in rows:
         if breaker.refuses(row):
@@ -436,87 +436,198 @@ def row_timeout_s(timeout_s: float, size: int | None) -> float:
 
 # How long a kept worker may take to be ready, and to import the module of a map's function (a spawned one imports
 # Python and the engine first): none of it counts against a row's `timeout_s`.
-KEPT_START_S = 60.0
-KEPT_REAP_S = 5.0  # how long a killed kept worker may take to be reaped
+START_S = 60.0
+REAP_S = 5.0  # how long a killed kept worker may take to be reaped
+
+
+class WorkerUnstarted(Exception):
+    """No kept worker could start, saying why."""
+
+
+class Unsendable(Exception):
+    """The request could not be pickled (a function defined in a function): nothing was sent, the worker is kept."""
+
+
+class Late(Exception):
+    """The kept worker gave no answer within the request's time: it was stopped."""
+
+
+class Ended(Exception):
+    """The kept worker died, exited, or answered over the bound read back: it was stopped."""
+
+    def __init__(self, exitcode: int | None) -> None:
+        super().__init__(f"its worker process ended (exit code {exitcode})")
+        self.exitcode = exitcode
+
+
+class KeptWorker:
+    """A worker process kept for requests, one at a time, each `answer(request)`'s bytes sent back, and this process's
+    end of the
+    pipe to it: the kept parse worker (`_KeptWorker`) and the strategy worker (`chunk.strategy_process`). Started on
+    first use and reused for every request after; stopped on one it runs late on or dies on (its user then starts
+    another). Should the parent die, it ends too: idle, it looks every `PARENT_POLL_S` whether it has been handed to
+    another parent (its pipe alone would not tell: a forked worker holds a copy of the parent's end, as does any
+    process the parent forked after it); running a request, an alarm (left to its default action, which ends the
+    process even inside a call into C) goes off a little after the parent would have killed it. (`exit_with_parent`'s
+    PR_SET_PDEATHSIG fires when the *thread* that started it ends, and a language server's threads come and go.)"""
+
+    def __init__(self, context: multiprocessing.context.BaseContext, answer: Callable[[object], bytes], *,
+                 start: Callable[[], object] | None = None, name: str, daemon: bool) -> None:
+        """Started and ready (`start()` done in it first: imports, a memory cap), or `WorkerUnstarted`; its /proc comm
+        (`ps`, `top`) is `name`'s first 15 bytes."""
+        self.connection, child_end = context.Pipe()
+        self.process: multiprocessing.process.BaseProcess = context.Process(  # type: ignore[attr-defined]
+            target=_serve, args=(child_end, os.getpid(), start, answer), name=name, daemon=daemon)
+        self.stopped = False  # killed and its pipe closed: it answers nothing more, reaped or not
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") \
+            else None  # a terminal's Ctrl-C is this process's to handle (see `submit`)
+        try:
+            self.process.start()
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise WorkerUnstarted(f"its worker process could not start ({exc})") from exc
+        finally:
+            if held is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            child_end.close()
+        why = f"did not start within {START_S:g} s"
+        try:
+            ready = self.connection.poll(START_S) and self.connection.recv_bytes(5) == b"ready"
+        except (EOFError, OSError):  # it ended before it was ready (or said something else)
+            ready, why = False, "ended while starting"
+        except BaseException:
+            self.stop()
+            raise
+        if not ready:
+            self.stop()
+            raise WorkerUnstarted(f"its worker process {why} (exit code {self.process.exitcode})")
+
+    def ask(self, request: object, timeout_s: float, should_stop: Callable[[], bool] | None = None,
+            max_bytes: int | None = None) -> bytes:
+        """The answer to `request` within `timeout_s` (`Late`) and `max_bytes` (`Ended`); `Stopped` once
+        `should_stop()` is true, asked every `STOP_POLL_S`. Anything but an answer or `Unsendable` stops the worker
+        (Ctrl-C too: the answer still on its way belongs to no later request)."""
+        try:  # pickled first, apart: one that cannot be leaves the pipe clean
+            sent = ForkingPickler.dumps((timeout_s, request))
+        except Exception as exc:
+            raise Unsendable(repr(exc)) from exc
+        deadline = time.monotonic() + timeout_s
+        try:
+            self.connection.send_bytes(sent)
+            while not self.connection.poll(timeout_s if should_stop is None
+                                           else max(0.0, min(STOP_POLL_S, deadline - time.monotonic()))):
+                if should_stop is not None and should_stop():
+                    raise Stopped
+                if time.monotonic() >= deadline:
+                    raise Late(f"its worker process took longer than {timeout_s:g} s")
+            return self.connection.recv_bytes(max_bytes)
+        except (EOFError, OSError) as exc:  # it died (a signal, out of memory) or exited
+            self.stop()
+            raise Ended(self.process.exitcode) from exc
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.process.kill()
+        self.process.join(REAP_S)
+        self.connection.close()
+
+
+def _serve(connection: Connection, parent_pid: int, start: Callable[[], object] | None,
+           answer: Callable[[object], bytes]) -> None:
+    """A kept worker's loop: one request at a time, each `answer`ed. Ctrl-C in a terminal is the parent's
+    to handle. SIGTERM (multiprocessing's end of a daemon worker as its parent exits, a terminal's or a supervisor's
+    end of the process group) ends it as the default action does: a forked worker has the CLI's handler, which would
+    raise here and print its traceback."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if sys.platform.startswith("linux"):  # named for `ps`/`top` (and the tests), as it shows the command otherwise
+        name = multiprocessing.current_process().name.encode()[:15]
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, name, 0, 0, 0)
+    if start is not None:
+        start()
+    try:
+        connection.send_bytes(b"ready")
+    except OSError:  # the parent died while this worker started
+        return
+    while True:
+        try:
+            while not connection.poll(PARENT_POLL_S):
+                if os.getppid() != parent_pid:
+                    return
+            timeout_s, request = connection.recv()
+        except (EOFError, OSError):  # the parent closed its end, or died
+            return
+        signal.setitimer(signal.ITIMER_REAL, timeout_s + REAP_S)
+        answered = answer(request)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        try:
+            connection.send_bytes(answered)
+        except OSError:
+            return
+
+
 # Idle kept workers held for later rows: one a thread at a time (a save on the language server's writer thread, a
 # graph build on a request's), so that one thread's file never waits on another's.
 KEPT_IDLE = 2
 
 
-class _KeptWorker:
-    """A worker process kept for the rows of small maps (`_apart`), one row at a time, and this process's end of the
-    pipe to it. Started on first use and reused for every row after (a save's re-chunk has ~0.4 s, far less than a
-    spawned worker's start); killed on a row it runs late on, and replaced on the next one."""
+class _KeptWorker(KeptWorker):
+    """The kept parse worker (`KeptWorker`): the rows of small maps (`_apart`), one at a time; a save's re-chunk has
+    ~0.4 s, far less than a spawned worker's start. Its address space is capped before its first row, once the row's
+    module is imported (`_start_parse_worker`, `cap_parse_memory`): a row past it ends it (`_end_out_of_memory`)."""
 
     def __init__(self, context: multiprocessing.context.BaseContext) -> None:
-        self.connection, child_end = context.Pipe()
         # Not a daemon: a daemonic process may start none, and a workspace strategy runs in a process of its own.
         # `stop_kept_workers` ends it at exit instead, before multiprocessing's own exit handler would wait for it.
-        self.process: multiprocessing.process.BaseProcess = context.Process(  # type: ignore[attr-defined]
-            target=_serve_rows, args=(child_end, os.getpid(), _parse_memory_cap()), name="codeloupe-parse-worker")
+        super().__init__(context, functools.partial(_parse_answer, _parse_memory_cap()), name="codeloupe-parse-worker",
+                         daemon=False)
         self.imported: set[str] = set()  # the modules of the functions it was given
-        self.stopped = False
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") \
-            else None  # a terminal's Ctrl-C is this process's to handle (see `submit`)
-        try:
-            self.process.start()
-        finally:
-            if held is not None:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
-            child_end.close()
-        if self._answer(KEPT_START_S)[0] != "ok":  # (stopped already)
-            raise OSError(f"its worker process did not start within {KEPT_START_S:g} s")
 
     def run(self, fn: Callable[..., T], row: tuple, timeout_s: float,
             should_stop: Callable[[], bool] | None) -> tuple[str, object]:
         """("ok", `fn(*row)`), ("error", what it raised), ("unsendable", why) where `fn` or `row` cannot be pickled
-        (nothing sent, the worker kept), or, the worker then stopped: ("crashed", why) where a signal killed it or it
+        (nothing sent, the worker kept), or, the worker then stopped: ("crashed", why) where it died by a signal, or
         ran past `timeout_s` (the row's doing), ("exited", why) where it ended by itself."""
         module = getattr(fn, "__module__", None) or "__main__"
-        if module not in self.imported:  # imported first, apart: a spawned worker's import is no row's time
-            status, value = self._answer(KEPT_START_S, request=("import", module, None, KEPT_START_S))
-            if status == "crashed":  # not a row's doing
-                return "exited", value
-            if status != "ok":
-                return status, value
-            self.imported.add(module)
-        return self._answer(timeout_s, should_stop, ("run", fn, row, timeout_s))
-
-    def _answer(self, timeout_s: float, should_stop: Callable[[], bool] | None = None,
-                request: tuple | None = None) -> tuple[str, object]:
-        """The worker's answer to `request` (None: to its start), within `timeout_s`."""
-        deadline = time.monotonic() + timeout_s
-        if request is not None:
-            try:  # pickled first, apart: one that cannot be (a function defined in a function) leaves the pipe clean
-                sent = ForkingPickler.dumps(request)
-            except Exception as exc:
-                return "unsendable", exc
         try:
-            if request is not None:
-                self.connection.send_bytes(sent)
-            while not self.connection.poll(max(0.0, min(STOP_POLL_S, deadline - time.monotonic()))
-                                           if should_stop is not None else timeout_s):
-                if should_stop is not None and should_stop():
-                    raise _Stopped
-                if time.monotonic() >= deadline:
-                    self.stop()
-                    return "crashed", f"did not finish: its worker process took longer than {timeout_s:g} s"
-            status, value = self.connection.recv()
-        except (EOFError, OSError):  # it died: by a signal (a grammar's crash), or it exited
-            self.stop()
-            if request is None:
-                raise OSError(f"its worker process ended while starting (exit code {self.process.exitcode})") from None
-            killer = _crash([self.process])
-            if killer is not None:
-                return "crashed", f"crashed: its worker process was killed by {killer}"
-            return "exited", f"its worker process ended (exit code {self.process.exitcode})"
-        return status, value
+            if module not in self.imported:  # imported first, apart: a spawned worker's import is no row's time
+                try:
+                    status, value = ForkingPickler.loads(self.ask(("import", module, None), START_S))
+                except (Late, Ended) as exc:  # not a row's doing
+                    return "exited", str(exc)
+                if status != "ok":
+                    return status, value
+                self.imported.add(module)
+            return ForkingPickler.loads(self.ask(("run", fn, row), timeout_s, should_stop))
+        except Unsendable as exc:
+            return "unsendable", exc
+        except Late as exc:
+            return "crashed", f"did not finish: {exc}"
+        except Ended as exc:
+            return ("exited", str(exc)) if (cause := _crash([self.process])) is None else ("crashed", cause)
 
-    def stop(self) -> None:
-        self.stopped = True
-        self.process.kill()
-        self.process.join(KEPT_REAP_S)
-        self.connection.close()
+
+def _parse_answer(memory_bytes: int | None, request: object) -> bytes:
+    """The kept parse worker's answer (status, value), pickled, to ("import", module, None) or ("run", fn, row)."""
+    kind, target, row = request  # type: ignore[misc]
+    if kind == "run" and not _memory_capped:
+        cap_parse_memory(memory_bytes)
+    try:
+        answer: tuple[str, object] = ("ok", importlib.import_module(target) and None) if kind == "import" \
+            else ("ok", target(*row))
+    except Exception as exc:
+        if isinstance(exc, MemoryError):
+            _end_out_of_memory()
+        answer = ("error", exc)
+    try:
+        return bytes(ForkingPickler.dumps(answer))
+    except Exception as exc:  # an answer that does not pickle: its error does, as text
+        return bytes(ForkingPickler.dumps(("error", RuntimeError(f"{answer[0]} that could not be sent back: {exc!r}"))))
 
 
 _kept: list[_KeptWorker] = []  # idle, alive as last seen
@@ -543,7 +654,7 @@ def _take_kept_worker(what: str) -> _KeptWorker | None:
         return None
     try:
         worker = _KeptWorker(context)
-    except (OSError, RuntimeError, ValueError) as exc:
+    except WorkerUnstarted as exc:
         with _kept_lock:
             _kept_unstarted = str(exc)
         log.warning("%s in this process: no worker process could start (%s), so a grammar that crashes or never"
@@ -580,53 +691,8 @@ def retry_kept_worker_start() -> None:
         _kept_unstarted = None
 
 
-def _serve_rows(connection: Connection, parent_pid: int, memory_bytes: int | None) -> None:
-    """A kept worker's loop: one request at a time, ("import", module) or ("run", fn, row), each answered (status,
-    value). Should the parent die, it ends too: idle, it looks every `PARENT_POLL_S` whether it has another parent
-    (a pipe's end alone would not tell: a forked worker holds a copy of the parent's); running a row, an alarm (left to
-    its default action, which ends the process even inside a call into C) goes off a little after the parent would
-    have killed it. (`exit_with_parent`'s PR_SET_PDEATHSIG fires when the *thread* that started it ends, and a
-    language server's threads come and go.) Ctrl-C in a terminal is the parent's to handle. Its address space is
-    capped before its first row, once the row's module is imported (`_start_parse_worker`, `cap_parse_memory`): a row
-    past it ends it (`_end_out_of_memory`)."""
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # SIGTERM ends it as the default action does: a forked worker has the CLI's handler, which would raise here (and
-    # print its traceback) where a terminal or a supervisor ends the whole process group.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    if sys.platform.startswith("linux"):  # named for `ps`/`top` (and the tests), as it shows the command otherwise
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, KEPT_WORKER_NAME, 0, 0, 0)
-    try:
-        connection.send(("ok", None))
-    except OSError:  # the parent died while this worker started
-        return
-    while True:
-        try:
-            while not connection.poll(PARENT_POLL_S):
-                if os.getppid() != parent_pid:
-                    return
-            kind, target, row, timeout_s = connection.recv()
-        except (EOFError, OSError):  # the parent closed its end, or died
-            return
-        if kind == "run" and not _memory_capped:
-            cap_parse_memory(memory_bytes)
-        signal.setitimer(signal.ITIMER_REAL, timeout_s + KEPT_REAP_S)
-        try:
-            answer: tuple[str, object] = ("ok", importlib.import_module(target) and None) if kind == "import" \
-                else ("ok", target(*row))
-        except Exception as exc:
-            if isinstance(exc, MemoryError):
-                _end_out_of_memory()
-            answer = ("error", exc)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        try:
-            connection.send(answer)
-        except OSError:
-            return
-        except Exception as exc:  # an answer that does not pickle: its error does, as text
-            connection.send(("error", RuntimeError(f"{answer[0]} that could not be sent back: {exc!r}")))
+class Stopped(Exception):
+    """`should_stop` said stop while a result was awaited (`_first_result`, `KeptWorker.ask`)."""
 
 
 def until(should_stop: Callable[[], bool], items: Iterator[T]) -> Iterator[T]:
@@ -639,21 +705,17 @@ def until(should_stop: Callable[[], bool], items: Iterator[T]) -> Iterator[T]:
         yield item
 
 
-class _Stopped(Exception):
-    """`should_stop` said stop while `_first_result` waited."""
-
-
 def _first_result(pending: deque[tuple[list[tuple], Future[list[T]]]], timeout_s: float,
                   should_stop: Callable[[], bool] | None = None) -> list[T]:
     """The oldest task's results, the task then taken off `pending`: a caller that closes the map at these results
-    leaves nothing in flight. A task that fails stays on it, for this process to do it again. `_Stopped` once
+    leaves nothing in flight. A task that fails stays on it, for this process to do it again. `Stopped` once
     `should_stop()` is true, asked every `STOP_POLL_S` of the wait."""
     future = pending[0][1]
     if should_stop is not None:
         deadline = time.monotonic() + timeout_s
         while not wait([future], min(STOP_POLL_S, max(0.0, deadline - time.monotonic()))).done:
             if should_stop():
-                raise _Stopped
+                raise Stopped
             if time.monotonic() >= deadline:
                 break  # `result` below raises TimeoutError
     result = future.result(0 if should_stop is not None else timeout_s)

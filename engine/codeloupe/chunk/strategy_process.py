@@ -13,16 +13,21 @@ of the whole workspace): every file a strategy claims would wait for it as long 
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import signal
 import threading
 from collections.abc import Callable
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from typing import Any
 
-from codeloupe.parallel import cap_address_space, may_start, pool_context
+from codeloupe.parallel import (
+    Ended,
+    KeptWorker,
+    Late,
+    WorkerUnstarted,
+    cap_address_space,
+    may_start,
+    pool_context,
+)
 
 # How much address space a strategy may add to its worker's own (the worker's imports) before an allocation
 # fails: a strategy works on one file's text, so this is far above any honest need.
@@ -35,15 +40,10 @@ KEPT_MODULES = 8
 # How much of a strategy's failure the worker sends back: its message becomes each failing file's stored
 # `fallback_reason` and a line of the index's log, and a strategy's exception may carry megabytes.
 MAX_FAILURE_CHARS = 300
-_REAP_S = 5.0  # how long a killed worker may take to be reaped
-_PARENT_POLL_S = 1.0  # how soon an idle worker notices that its parent died
-# How long a new worker may take to be ready (a spawned one imports Python and codeloupe first): not part of any
-# strategy's time bound, and far above a loaded machine's start-up.
-_START_S = 60.0
 # The largest answer read back from the worker: a strategy's ranges are refused in the worker past one per line of
 # the file, so an honest answer is most often far smaller (64 MiB holds 2M ranges of short names), but not
 # always (a 1 MB file of one-line records, each named with 120 characters, is ~70 MB): the worker answers one
-# over it with why (`_send`).
+# over it with why (`_encoded`).
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 # (source, sha256, origin, text, timeout_s); text None asks for the module's EXTENSIONS
@@ -68,66 +68,40 @@ class StrategyProcessLate(StrategyProcessError):
     """The strategy gave no answer within its time bound; its worker was killed."""
 
 
-class _Worker:
-    """The worker process and this process's end of the pipe to it."""
+class _Worker(KeptWorker):
+    """The strategy worker (`parallel.KeptWorker`), and the modules that loaded in it. Its answers are read as JSON,
+    never unpickled (`_encoded`), within `MAX_ANSWER_BYTES`; a daemon, ended by multiprocessing as this process exits."""
 
     def __init__(self) -> None:
         context = pool_context()  # spawn where this process runs other threads; fork where it runs only one
         if not may_start(context, "chunk strategies"):
             raise StrategyProcessUnstarted("not run: a workspace strategy runs in a worker process, and this "
-                                       "program's main script (no __main__ guard) cannot start one")
-        self.connection, child_end = context.Pipe()
-        self.process: BaseProcess = context.Process(  # type: ignore[attr-defined]
-            target=serve_strategies, args=(child_end, STRATEGY_MEMORY_BYTES, os.getpid()),
-            name="codeloupe-strategy-worker", daemon=True)
+                                           "program's main script (no __main__ guard) cannot start one")
+        try:
+            super().__init__(context, functools.partial(_strategy_answer, STRATEGY_MEMORY_BYTES),
+                             start=functools.partial(_start_strategies, STRATEGY_MEMORY_BYTES),
+                             name="codeloupe-strategy-worker", daemon=True)
+        except WorkerUnstarted as exc:
+            raise StrategyProcessUnstarted(f"not run: {exc}") from exc
         self.loaded: set[str] = set()  # the sha256 of each module that loaded here
-        self.stopped = False  # killed and its pipe closed: it answers nothing more, reaped or not
-        try:
-            self.process.start()
-        except OSError as exc:
-            raise StrategyProcessUnstarted(f"not run: its worker process could not start ({exc})") from exc
-        finally:
-            child_end.close()
-        why = f"did not start within {_START_S:g}s"
-        try:  # ready: its imports done, so a strategy's time bound counts the strategy only
-            ready = self.connection.poll(_START_S) and _answer(self.connection) == ["ready", None]
-        except (EOFError, OSError, ValueError):  # it ended before it was ready (or answered nonsense)
-            ready = False
-            why = "ended while starting"
-        except BaseException:
-            self.stop()
-            raise
-        if not ready:
-            self.stop()
-            if self.process.exitcode is not None and self.process.exitcode >= 0:  # not the kill of `stop`
-                why += f" (exit code {self.process.exitcode})"
-            raise StrategyProcessUnstarted(f"not run: its worker process {why}")
 
-    def call(self, request: Request, timeout_s: float) -> Ranges | list[str] | None:
-        """The answer, or None when the worker gave no answer within `timeout_s`."""
+    def call(self, request: Request, timeout_s: float) -> Ranges | list[str]:
+        """The answer within `timeout_s`, or `StrategyProcessError` saying why not."""
         try:
-            self.connection.send(request)
-            if not self.connection.poll(timeout_s):
-                return None
-            status, value = _answer(self.connection)
-        except (EOFError, OSError) as exc:  # killed by the system, or crashed (or an answer over the bound)
-            self.stop()
-            raise StrategyProcessError(f"its worker process ended (exit code {self.process.exitcode})") from exc
-        except ValueError as exc:  # not an answer this module's worker writes: the worker is not trusted again
-            self.stop()
-            raise StrategyProcessError(f"its worker process answered something else than ranges ({exc})") from exc
-        if status == "error" and isinstance(value, str):
-            raise StrategyProcessError(value)
-        if status != "ok" or not isinstance(value, list):
-            self.stop()
-            raise StrategyProcessError("its worker process answered something else than ranges")
-        return value
-
-    def stop(self) -> None:
-        self.stopped = True
-        self.process.kill()
-        self.process.join(_REAP_S)
-        self.connection.close()
+            answer = json.loads(self.ask(request, timeout_s, max_bytes=MAX_ANSWER_BYTES))
+        except Late as exc:
+            raise StrategyProcessLate(f"ran past its time bound of {timeout_s:g}s (its worker process was stopped)"
+                                      ) from exc
+        except Ended as exc:  # killed by the system, or crashed (or an answer over the bound)
+            raise StrategyProcessError(str(exc)) from exc
+        except (ValueError, RecursionError) as exc:  # not JSON (or nested deeper than this interpreter reads)
+            answer = exc
+        if isinstance(answer, list) and len(answer) == 2 and answer[0] == "error" and isinstance(answer[1], str):
+            raise StrategyProcessError(answer[1])
+        if not (isinstance(answer, list) and len(answer) == 2 and answer[0] == "ok" and isinstance(answer[1], list)):
+            self.stop()  # not an answer `_encoded` writes: the worker is not trusted again
+            raise StrategyProcessError(f"its worker process answered something else than ranges ({answer!r:.100})")
+        return answer[1]
 
 
 _worker: _Worker | None = None
@@ -206,87 +180,58 @@ def _load(worker: _Worker, source: str, sha256: str, origin: str, timeout_s: flo
 
 
 def _ask(worker: _Worker, request: Request) -> Ranges | list[str]:
-    """The worker's answer to `request`; a worker that died or ran late is stopped (the next call starts
-    another). Called with `_worker_lock` held."""
+    """The worker's answer to `request`; a worker that died, ran late or was cut off by Ctrl-C is stopped and
+    forgotten (the next call starts another). Called with `_worker_lock` held."""
     global _worker
-    timeout_s = request[-1]
     try:
-        answer = worker.call(request, timeout_s)
-    except StrategyProcessError:
+        return worker.call(request, request[-1])
+    except BaseException:
         if not worker.stopped and not worker.process.is_alive():  # it ended after answering
             worker.stop()
-        # Stopped by `call` (it ended, or answered nonsense) or just above: one killed but not reaped within
-        # `_REAP_S` is still alive to `is_alive`, yet its pipe is closed and it answers no later file.
+        # One killed but not reaped within `parallel.REAP_S` is still alive to `is_alive`, yet its pipe is
+        # closed and it answers no later file.
         if worker.stopped:
             _worker = None
         raise
-    except BaseException:  # Ctrl-C while waiting: the answer still on its way belongs to no later request
-        worker.stop()
-        _worker = None
-        raise
-    if answer is None:
-        worker.stop()
-        _worker = None
-        raise StrategyProcessLate(f"ran past its time bound of {timeout_s:g}s (its worker process was stopped)")
-    return answer
 
 
-def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int) -> None:
-    """The worker's loop: compile each strategy once (by its sha256), answer one request at a time.
-
-    Should the parent die, the worker ends too: waiting for a request, it looks every `_PARENT_POLL_S` whether
-    it has been handed to another parent (its pipe alone would not tell: a forked worker holds a copy of the
-    parent's end, as does any process the parent forked after it); on one, an alarm (left to its default action, which ends the process even inside a call into C) goes off a little
-    after the parent would have killed it. (`parallel.exit_with_parent`'s PR_SET_PDEATHSIG would not do: it
-    fires when the *thread* that started the worker ends, and a served workspace's refresh threads come and go.)
-    Ctrl-C in a terminal is the parent's to handle: the worker ignores it and ends with its parent. SIGTERM, which
-    multiprocessing sends this daemon worker as its parent exits, ends it as the default action does: a forked
-    worker has the CLI's handler, which raised there, and every command that ran a strategy ended in its traceback."""
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    # Imported here, in the worker: strategies imports this module. Before the cap, which is on top of them.
-    from codeloupe.chunk.strategies import StrategyError, partition_ranges
-    from codeloupe.types import split_lines
+def _start_strategies(memory_bytes: int) -> None:
+    """In the worker: its imports (strategies imports this module), then the cap, which is on top of them."""
+    import codeloupe.chunk.strategies  # noqa: F401
 
     cap_address_space(memory_bytes)
+
+
+_compiled_here: dict[str, Loaded | str] = {}  # in the worker: sha256 -> the module, or why it did not load
+
+
+def _strategy_answer(memory_bytes: int, request: object) -> bytes:
+    """The worker's answer to a request, as JSON: a module's EXTENSIONS, or a file's ranges. Each module is compiled
+    once (by its sha256): a top level that fails fails once, not again for every file."""
+    from codeloupe.chunk.strategies import compile_strategy, partition_ranges
+    from codeloupe.types import split_lines
+
+    source, sha256, origin, text, _timeout_s = request  # type: ignore[misc]
     try:
-        _send(connection, ("ready", None))
-    except OSError:  # the parent died while this worker started
-        return
-    compiled: dict[str, Loaded | str] = {}  # sha256 -> the module, or why it did not load
-    while True:
-        try:
-            while not connection.poll(_PARENT_POLL_S):
-                if os.getppid() != parent_pid:
-                    return
-            source, sha256, origin, text, timeout_s = connection.recv()
-        except EOFError:  # the parent closed its end, or died
-            return
-        signal.setitimer(signal.ITIMER_REAL, timeout_s + _REAP_S)
-        try:
-            if sha256 not in compiled:  # a top level that fails fails once, not again for every file
-                compiled[sha256] = _compiled(source, origin, memory_bytes)
-            loaded = compiled[sha256]
-            if isinstance(loaded, str):
-                raise StrategyError(loaded)
-            extensions, function = loaded
-            if text is None:
-                answer = ("ok", list(extensions))
-            else:
-                lines = split_lines(text)
-                answer = ("ok", partition_ranges(function(text, lines), len(lines)))
-        except MemoryError:
-            answer = ("error", _out_of_memory(memory_bytes))
-        except StrategyError as exc:
-            answer = ("error", _bounded(str(exc)))
-        except (Exception, RecursionError) as exc:
-            answer = ("error", _bounded(f"{type(exc).__name__}: {exc}"))
-        _send(connection, answer)
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        if sha256 not in _compiled_here:
+            try:
+                _compiled_here[sha256] = compile_strategy(source, origin)
+            except Exception as exc:
+                _compiled_here[sha256] = _failure(exc, memory_bytes)
+        loaded = _compiled_here[sha256]
+        if isinstance(loaded, str):
+            answer: tuple[str, object] = ("error", loaded)
+        elif text is None:
+            answer = ("ok", list(loaded[0]))
+        else:
+            lines = split_lines(text)
+            answer = ("ok", partition_ranges(loaded[1](text, lines), len(lines)))
+    except Exception as exc:  # RecursionError too
+        answer = ("error", _failure(exc, memory_bytes))
+    return _encoded(answer)
 
 
-def _send(connection: Connection, answer: tuple[str, object]) -> None:
+def _encoded(answer: tuple[str, object]) -> bytes:
     """An answer to the parent as JSON: the parent never unpickles what this process sends, since a strategy
     that got hold of the pipe could otherwise make it run code of its choosing (pickle calls what it names).
     Ranges over what the parent reads back (`MAX_ANSWER_BYTES`) are answered with why instead: the parent would
@@ -297,42 +242,16 @@ def _send(connection: Connection, answer: tuple[str, object]) -> None:
         count = f"{len(value)} ranges" if isinstance(value, list) else status
         data = json.dumps(("error", f"its answer ({count}) is {len(data) // 2**20} MiB as JSON, over the"
                                     f" {MAX_ANSWER_BYTES // 2**20} MiB the process that chunks reads back")).encode()
-    connection.send_bytes(data)
+    return data
 
 
-def _answer(connection: Connection) -> list:
-    """The worker's `(status, value)` as sent by `_send`, read within `MAX_ANSWER_BYTES` (OSError past it);
-    ValueError for anything else than that pair."""
-    data = connection.recv_bytes(MAX_ANSWER_BYTES)
-    try:
-        answer = json.loads(data)
-    except RecursionError:  # nested deeper than this interpreter reads: nothing `_send` writes
-        raise ValueError("an answer nested too deep to read") from None
-    if not (isinstance(answer, list) and len(answer) == 2 and isinstance(answer[0], str)):
-        raise ValueError(f"{type(answer).__name__} instead of a status and a value")
-    return answer
+def _failure(exc: Exception, memory_bytes: int) -> str:
+    """Why a strategy failed, as the parent is told: cut to MAX_FAILURE_CHARS, saying so."""
+    from codeloupe.chunk.strategies import StrategyError
 
-
-def _compiled(source: str, origin: str, memory_bytes: int) -> Loaded | str:
-    """The module's (EXTENSIONS, chunk), or why it did not load."""
-    from codeloupe.chunk.strategies import StrategyError, compile_strategy
-
-    try:
-        return compile_strategy(source, origin)
-    except MemoryError:
-        return _out_of_memory(memory_bytes)
-    except StrategyError as exc:
-        return _bounded(str(exc))
-    except (Exception, RecursionError) as exc:
-        return _bounded(f"{type(exc).__name__}: {exc}")
-
-
-def _bounded(failure: str) -> str:
-    """A failure's message cut to MAX_FAILURE_CHARS, saying so."""
+    if isinstance(exc, MemoryError):
+        return f"ran out of memory (a strategy may use {memory_bytes // 2**20} MiB)"
+    failure = str(exc) if isinstance(exc, StrategyError) else f"{type(exc).__name__}: {exc}"
     if len(failure) <= MAX_FAILURE_CHARS:
         return failure
     return f"{failure[:MAX_FAILURE_CHARS]}... ({len(failure) - MAX_FAILURE_CHARS} more characters)"
-
-
-def _out_of_memory(memory_bytes: int) -> str:
-    return f"ran out of memory (a strategy may use {memory_bytes // 2**20} MiB)"
