@@ -106,8 +106,9 @@ INDEX_FAILING_GRAMMAR = FAILING_GRAMMAR + textwrap.dedent("""
     ("crash", "crashed: its worker process was killed by SIGSEGV"),
     ("hang", "did not finish: its worker process took longer than 5 s"),
     # Nothing capped a worker's memory: a file a grammar allocates without bound on took the machine's, the OOM killer
-    # ending whatever process it picked. Past the cap, a MemoryError in Python ends the worker as the kernel would.
-    ("allocate", "crashed: its worker process was killed by SIGKILL")])
+    # ending whatever process it picked. Past the cap, a MemoryError in Python ends the worker, saying why (it read as
+    # the kernel's "killed by SIGKILL").
+    ("allocate", "crashed: its worker process ran out of memory (cap 256 MiB)")])
 @pytest.mark.parametrize("files", [220, 9])  # over POOL_MIN_ITEMS (a pool), and under it (the kept worker)
 def test_a_file_that_fails_its_grammar_in_a_worker_is_chunked_without_it_and_named(
         tmp_path: Path, failure: str, said: str, files: int) -> None:

@@ -63,6 +63,11 @@ NOT_RUN = "was not run:"  # `crashed`'s cause for a row the breaker refused: nev
 # 110 MB, 4 MB of random Python tokens 300 MB, every grammar's library loaded 150 MB; far below a machine's memory
 # at `POOL_MAX_WORKERS` workers.
 PARSE_MEMORY_BYTES = 1024 * 2**20
+# The exit status of a worker whose memory cap a row went past where Python saw it (a MemoryError: the worker ends,
+# `_end_out_of_memory`), so that its parent can say so; one that no worker ends with otherwise (Python's are 0, 1, 2
+# and 120). Past the cap in C (tree-sitter does not check an allocation), the worker dies by a signal, all that is
+# known then.
+OUT_OF_MEMORY_EXIT = 86
 _END = object()  # no item (an item may be None): `until`'s end of its items, `map_in_workers`' no result yet
 # How often a map given `should_stop` asks it while it waits for a result (the workers starting: seconds on a
 # loaded machine, where spawned workers import the engine first).
@@ -261,11 +266,13 @@ def _succeeded(future: Future) -> bool:
 
 def _crash(processes: list[multiprocessing.process.BaseProcess]) -> str | None:
     """`crashed`'s cause where one of a broken pool's `processes` (all ended: read after its shutdown) died by a row:
-    killed by a signal, named; None where each exited (it could not start),
+    out of memory (`_end_out_of_memory`), or killed by a signal, named; None where each exited (it could not start),
     was ended by the pool itself once broken (SIGTERM) or by a terminal's Ctrl-C (SIGINT, which this process gets
     too): none of those is a row's doing."""
     for process in processes:
         code = process.exitcode
+        if code == OUT_OF_MEMORY_EXIT:
+            return f"crashed: its worker process ran out of memory (cap {PARSE_MEMORY_BYTES // 2**20} MiB)"
         if code is not None and code < 0 and -code not in (signal.SIGTERM, signal.SIGINT):
             try:
                 return f"crashed: its worker process was killed by {signal.Signals(-code).name}"
@@ -351,11 +358,12 @@ def cap_parse_memory(memory_bytes: int | None) -> None:
 
 def _end_out_of_memory() -> None:
     """A row took this capped worker past its cap and Python raised MemoryError (the map's error, failing the whole
-    index): the worker ends by SIGKILL, the kernel's kill of a process out of memory, so that the row is one it died
-    on (`map_in_workers`' `crashed`), as where the allocation that failed was in C (tree-sitter checks for none:
-    SIGSEGV). An uncapped worker's MemoryError stays the map's, as ever."""
+    index): the worker ends with `OUT_OF_MEMORY_EXIT`, so that the row is one it died on (`map_in_workers`' `crashed`:
+    "ran out of memory (cap N MiB)", where it read as the kernel's kill, "killed by SIGKILL"), as where the allocation
+    that failed was in C (tree-sitter checks for none: SIGSEGV, SIGABRT). An uncapped worker's MemoryError stays the
+    map's, as ever."""
     if _memory_capped:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(OUT_OF_MEMORY_EXIT)
 
 
 def cap_address_space(extra_bytes: int) -> bool:
@@ -591,8 +599,8 @@ class _KeptWorker(KeptWorker):
     def run(self, fn: Callable[..., T], row: tuple, timeout_s: float,
             should_stop: Callable[[], bool] | None) -> tuple[str, object]:
         """("ok", `fn(*row)`), ("error", what it raised), ("unsendable", why) where `fn` or `row` cannot be pickled
-        (nothing sent, the worker kept), or, the worker then stopped: ("crashed", why) where it died by a signal, or
-        ran past `timeout_s` (the row's doing), ("exited", why) where it ended by itself."""
+        (nothing sent, the worker kept), or, the worker then stopped: ("crashed", why) where it died by a signal or
+        out of memory, or ran past `timeout_s` (the row's doing), ("exited", why) where it ended by itself."""
         module = getattr(fn, "__module__", None) or "__main__"
         try:
             if module not in self.imported:  # imported first, apart: a spawned worker's import is no row's time
