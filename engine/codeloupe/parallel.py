@@ -386,7 +386,7 @@ def cap_address_space(extra_bytes: int) -> bool:
 def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: float,
            should_stop: Callable[[], bool] | None, breaker: _Breaker[T],
            size: Callable[..., int] | None) -> Iterator[T]:
-    """`fn(*row)` for each row, each in a kept worker (`_KeptWorker`): a row its worker dies on, or runs past its
+    """`fn(*row)` for each row, each in a kept worker (`_KeptParseWorker`): a row its worker dies on, or runs past its
     time on (`row_timeout_s`), gets `crashed(cause, *row)` (the pool's wording) and the worker is replaced for the
     next; a row `breaker` refuses is not run. Where no worker can start, the rows are done in this process, as
     before, and so is a row that cannot be pickled (the caller's own function, not the row's file). `Stopped` once
@@ -470,10 +470,9 @@ class Ended(Exception):
 
 class KeptWorker:
     """A worker process kept for requests, one at a time, each `answer(request)`'s bytes sent back, and this process's
-    end of the
-    pipe to it: the kept parse worker (`_KeptWorker`) and the strategy worker (`chunk.strategy_process`). Started on
-    first use and reused for every request after; stopped on one it runs late on or dies on (its user then starts
-    another). Should the parent die, it ends too: idle, it looks every `PARENT_POLL_S` whether it has been handed to
+    end of the pipe to it: the kept parse worker (`_KeptParseWorker`) and the strategy worker
+    (`chunk.strategy_process`). Started on first use and reused for every request after; stopped on one it runs late
+    on or dies on (its user then starts another). Should the parent die, it ends too: idle, it looks every `PARENT_POLL_S` whether it has been handed to
     another parent (its pipe alone would not tell: a forked worker holds a copy of the parent's end, as does any
     process the parent forked after it); running a request, an alarm (left to its default action, which ends the
     process even inside a call into C) goes off a little after the parent would have killed it. (`exit_with_parent`'s
@@ -584,7 +583,7 @@ def _serve(connection: Connection, parent_pid: int, start: Callable[[], object] 
 KEPT_IDLE = 2
 
 
-class _KeptWorker(KeptWorker):
+class _KeptParseWorker(KeptWorker):
     """The kept parse worker (`KeptWorker`): the rows of small maps (`_apart`), one at a time; a save's re-chunk has
     ~0.4 s, far less than a spawned worker's start. Its address space is capped before its first row, once the row's
     module is imported (`_start_parse_worker`, `cap_parse_memory`): a row past it ends it (`_end_out_of_memory`)."""
@@ -638,14 +637,14 @@ def _parse_answer(memory_bytes: int | None, request: object) -> bytes:
         return bytes(ForkingPickler.dumps(("error", RuntimeError(f"{answer[0]} that could not be sent back: {exc!r}"))))
 
 
-_kept: list[_KeptWorker] = []  # idle, alive as last seen
+_kept: list[_KeptParseWorker] = []  # idle, alive as last seen
 _kept_lock = threading.Lock()
 # Why the last kept worker failed to start, while none is to be tried again (`retry_kept_worker_start`): each small
 # map would otherwise wait for a start that fails as long again.
 _kept_unstarted: str | None = None
 
 
-def _take_kept_worker(what: str) -> _KeptWorker | None:
+def _take_kept_worker(what: str) -> _KeptParseWorker | None:
     """An idle kept worker, or a new one; None where none can start (said once in the log: the rows are then done in
     this process, as before kept workers)."""
     global _kept_unstarted
@@ -661,7 +660,7 @@ def _take_kept_worker(what: str) -> _KeptWorker | None:
     if not may_start(context, what):
         return None
     try:
-        worker = _KeptWorker(context)
+        worker = _KeptParseWorker(context)
     except WorkerUnstarted as exc:
         with _kept_lock:
             _kept_unstarted = str(exc)
@@ -672,7 +671,7 @@ def _take_kept_worker(what: str) -> _KeptWorker | None:
     return worker
 
 
-def _give_back_kept_worker(worker: _KeptWorker) -> None:
+def _give_back_kept_worker(worker: _KeptParseWorker) -> None:
     with _kept_lock:
         if not worker.stopped and len(_kept) < KEPT_IDLE:
             _kept.append(worker)
