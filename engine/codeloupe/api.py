@@ -76,7 +76,7 @@ from codeloupe.index import (
 )
 from codeloupe.index import IndexStopped as IndexStopped
 from codeloupe.memory import map_large_blocks_apart
-from codeloupe.parallel import process_running
+from codeloupe.parallel import process_running, start_kept_worker
 from codeloupe.parallel import process_started as process_started
 from codeloupe.parallel import still_running as still_running
 from codeloupe.regular_file import READ_MAX_BYTES as READ_MAX_BYTES
@@ -1328,6 +1328,14 @@ def add_chunk_strategy(name: str, extensions: Iterable[str], function: ChunkStra
     re-chunks the files it claims on the next `Workspace.index`. With worker processes started by spawn (a
     program running threads) the function travels by pickling: make it a module-level function."""
     return register_strategy(name, list(extensions), function)
+
+
+def start_save_parser() -> None:
+    """A worker process that parses saved files, started on a thread of its own with the save's modules imported
+    (chunking, the graph's facts), where this process holds none idle: the language server's first save after a first
+    index whose files a pool parsed waited 0.5-1 s for its start. For a process that ends by `os._exit`
+    (`parallel.start_kept_worker`)."""
+    start_kept_worker((index_paths.__module__, "codeloupe.graph.build"), "chunking")
 
 
 

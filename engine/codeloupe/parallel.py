@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from itertools import chain
@@ -600,16 +600,9 @@ class _KeptParseWorker(KeptWorker):
         """("ok", `fn(*row)`), ("error", what it raised), ("unsendable", why) where `fn` or `row` cannot be pickled
         (nothing sent, the worker kept), or, the worker then stopped: ("crashed", why) where it died by a signal or
         out of memory, or ran past `timeout_s` (the row's doing), ("exited", why) where it ended by itself."""
-        module = getattr(fn, "__module__", None) or "__main__"
         try:
-            if module not in self.imported:  # imported first, apart: a spawned worker's import is no row's time
-                try:
-                    status, value = ForkingPickler.loads(self.ask(("import", module, None), START_S))
-                except (Late, Ended) as exc:  # not a row's doing
-                    return "exited", str(exc)
-                if status != "ok":
-                    return status, value
-                self.imported.add(module)
+            if (failed := self.load(getattr(fn, "__module__", None) or "__main__")) is not None:
+                return failed
             return ForkingPickler.loads(self.ask(("run", fn, row), timeout_s, should_stop))
         except Unsendable as exc:
             return "unsendable", exc
@@ -617,6 +610,20 @@ class _KeptParseWorker(KeptWorker):
             return "crashed", f"did not finish: {exc}"
         except Ended as exc:
             return ("exited", str(exc)) if (cause := _crash([self.process])) is None else ("crashed", cause)
+
+    def load(self, module: str) -> tuple[str, object] | None:
+        """None once `module` is imported in it (first, apart from any row: a spawned worker's import is no row's
+        time), else why not, as `run` says it ("exited" where the worker ended: not a row's doing)."""
+        if module in self.imported:
+            return None
+        try:
+            status, value = ForkingPickler.loads(self.ask(("import", module, None), START_S))
+        except (Late, Ended) as exc:
+            return "exited", str(exc)
+        if status != "ok":
+            return status, value
+        self.imported.add(module)
+        return None
 
 
 def _parse_answer(memory_bytes: int | None, request: object) -> bytes:
@@ -678,6 +685,28 @@ def _give_back_kept_worker(worker: _KeptParseWorker) -> None:
             return
     if not worker.stopped:
         worker.stop()
+
+
+def start_kept_worker(modules: Sequence[str], what: str) -> None:
+    """A kept worker started on a thread of its own, with `modules` imported, where none is idle: the next small map
+    (a language server's first save after a first index whose files a pool parsed) then finds it ready rather than
+    waiting 0.5-1 s for a spawned worker's start and imports. For a process that ends by `os._exit` (the language
+    server): one that returns from its main while the thread starts the worker would wait at exit for a worker that
+    is not yet among those `stop_kept_workers` ends."""
+    with _kept_lock:
+        if _kept or _kept_unstarted is not None:
+            return
+
+    def start() -> None:
+        worker = _take_kept_worker(what)
+        if worker is None:
+            return
+        for module in modules:
+            if worker.load(module) is not None:
+                break
+        _give_back_kept_worker(worker)
+
+    threading.Thread(target=start, name="codeloupe-parse-worker-start", daemon=True).start()
 
 
 def stop_kept_workers() -> None:

@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types as lsp
 
-from codeloupe.api import CommitMoved, IndexStopped, Settings, SourceConflict, Workspace, workspace_trusted
+from codeloupe.api import (
+    CommitMoved,
+    IndexStopped,
+    Settings,
+    SourceConflict,
+    Workspace,
+    start_save_parser,
+    workspace_trusted,
+)
 from codeloupe.types import IndexReport, Progress, one_line
 from codeloupe_lsp.convert import folder_status, uri_to_path
 
@@ -312,6 +320,7 @@ class Folder:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(report)
+        start_save_parser()  # before the graph's refresh takes the idle one a small folder's index left
         self._start_graph_refresh()
         self._embed_wanted = True
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from lsp_helpers import RawServer, uri, write_project
 
-from processes import alive, children_of, children_running, many_small_files
+from processes import alive, children_of, children_running, many_small_files, parse_workers
 
 pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no chunking worker pool on one core")
 FILES = 1500
@@ -402,3 +402,23 @@ def test_a_server_given_no_editor_process_stays_up_when_another_s_editor_ends(tm
             editor.kill()
         watching.close()
         unwatched.close()
+
+
+def test_a_parse_worker_is_ready_for_the_first_save_after_a_pooled_first_index(tmp_path: Path) -> None:
+    """A first index of enough files for a pool parses them there, leaving no kept parse worker: the first save then
+    waited for one to be spawned and import the chunker (0.5-1 s on a loaded machine) before its file was parsed.
+    The server now starts one once the first index is done, off the request's path."""
+    root = many_small_files(tmp_path / "project", files=250)
+    session = Session(root, tmp_path / "stderr.txt")
+    try:
+        deadline = time.monotonic() + 300
+        while (folders := session.ask("codeloupe/status", {})["folders"])[0]["state"] != "ready":
+            assert time.monotonic() < deadline, folders
+            time.sleep(0.05)
+        deadline = time.monotonic() + 120
+        while not parse_workers(children_of(session.server.proc.pid)):
+            assert time.monotonic() < deadline, "no parse worker kept after the first index"
+            time.sleep(0.05)
+    finally:
+        session.server.close()
+    session.quiet()
