@@ -379,12 +379,17 @@ def test_the_tour_counts_the_entry_points_it_left_out_and_lists_more_on_request(
     run_script("tour_more.lua", workspace, tmp_path)
 
 
-@pytest.mark.parametrize("decision", ["allow", "deny", "none"])
+@pytest.mark.parametrize("decision", ["allow", "deny", "none", "quoted"])
 def test_the_users_trust_in_the_settings_file_reaches_the_server(workspace: Path, tmp_path: Path,
                                                                    decision: str) -> None:
     """vim.secure's answer for .codeloupe.toml decides whether the server applies its unsafe settings; with no
-    codeloupe settings in the workspace's files (`none`: the fixture's comment-only file) there is nothing to trust."""
-    if decision != "none":
+    codeloupe settings in the workspace's files (`none`: the fixture's comment-only file) there is nothing to trust.
+    `quoted`: settings in a `[tool."codeloupe"]` table, which the plugin's own reading of the files missed, so
+    `:Codeloupe status` said "no workspace settings" while the server ignored them; it now says what the server does."""
+    if decision == "quoted":
+        with (workspace / "pyproject.toml").open("a", encoding="utf-8") as pyproject:
+            pyproject.write('\n[tool."codeloupe"]\nembed_threads = 2\n')
+    elif decision != "none":
         (workspace / ".codeloupe.toml").write_text("embed_threads = 2\n", encoding="utf-8")
     run_script("trust.lua", workspace, tmp_path, {"CODELOUPE_TEST_TRUST": decision})
 

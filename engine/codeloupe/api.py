@@ -90,6 +90,7 @@ from codeloupe.settings import SettingsError as SettingsError
 from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exported: the editors overlay settings)
 from codeloupe.settings import did_you_mean as did_you_mean
 from codeloupe.settings import workspace_digest as workspace_digest
+from codeloupe.settings import workspace_settings_files as workspace_settings_files
 from codeloupe.snapshot_file import saved_past
 from codeloupe.store import CommitMoved as CommitMoved
 from codeloupe.store import FileRow, Store

@@ -443,6 +443,7 @@ def _normalise_key(key: str) -> str:
 SETTINGS_FILE_MAX_BYTES = 1024 * 1024
 # The files at a workspace's root that its settings are read from, in the order they apply (`workspace_settings`).
 PYPROJECT, OWN_SETTINGS = WORKSPACE_SETTINGS_FILES = ("pyproject.toml", ".codeloupe.toml")
+PYPROJECT_TABLE = f"{PYPROJECT} [tool.codeloupe]"
 
 
 def _read_toml(path: Path, *, follow_links: bool = False) -> dict[str, Any]:
@@ -474,12 +475,21 @@ def workspace_settings(root: Path, unread: list[str] | None = None) -> dict[str,
     table = tool.get("codeloupe") if isinstance(tool, dict) else None  # `tool = 5` holds no codeloupe settings
     if table is not None:
         if isinstance(table, dict):
-            found[f"{PYPROJECT} [tool.codeloupe]"] = table
+            found[PYPROJECT_TABLE] = table
         else:
             notes.append(f"codeloupe: {pyproject}: [tool.codeloupe] must be a table; not read for settings")
     if (table := _own_table(root / OWN_SETTINGS, notes)) is not None:
         found[OWN_SETTINGS] = table
     return found
+
+
+def workspace_settings_files(root: Path) -> list[str]:
+    """The workspace's own files that hold codeloupe settings, named relative to the root, in the order they apply:
+    what trusting it is about, so the editors say "no workspace settings" from the same reading the server applies.
+    A file with none (a comment-only .codeloupe.toml, a pyproject.toml without `[tool.codeloupe]`) or that cannot
+    be read for settings is not one."""
+    return [PYPROJECT if where == PYPROJECT_TABLE else where
+            for where, table in workspace_settings(root).items() if table]
 
 
 def _own_table(path: Path, unread: list[str]) -> dict[str, Any] | None:

@@ -256,9 +256,10 @@ def _index_counts(status: IndexStatus) -> JSON:
     }
 
 
-def folder_status(uri: str, status: IndexStatus, state: str, message: str, trusted: bool) -> JSON:
-    return {"uri": uri, "root": status.root, "state": state, "trusted": trusted, **_index_counts(status),
-            "message": message}
+def folder_status(uri: str, status: IndexStatus, state: str, message: str, trusted: bool,
+                  settings_files: list[str]) -> JSON:
+    return {"uri": uri, "root": status.root, "state": state, "trusted": trusted, "settingsFiles": settings_files,
+            **_index_counts(status), "message": message}
 
 
 def repository_status(uri: str, repository: str, commit: str, status: IndexStatus) -> JSON:

@@ -29,6 +29,7 @@ from codeloupe.api import (
     SourceConflict,
     Workspace,
     start_save_parser,
+    workspace_settings_files,
     workspace_trusted,
 )
 from codeloupe.types import IndexReport, Progress, one_line
@@ -445,9 +446,11 @@ class Folder:
     def status(self) -> dict[str, Any]:
         """The folder's `codeloupe/status` entry (runs on a worker thread). `trusted`: the client's trust at
         `initialize` (while the settings files are those it trusted), or the user's trust store now (`codeloupe
-        trust`)."""
+        trust`). `settingsFiles`: the folder's own files that hold codeloupe settings, as the engine reads them (a
+        client's own reading of them differed: a comment-only `.codeloupe.toml`, `[tool."codeloupe"]`)."""
         trusted = self.server.client_trusts(self.root) or workspace_trusted(self.root)
-        return folder_status(self.uri, self.ws.status(), self.state, self.message or self.embed_error, trusted)
+        return folder_status(self.uri, self.ws.status(), self.state, self.message or self.embed_error, trusted,
+                             workspace_settings_files(self.root))
 
     # ---------------------------------------------------------------- lifecycle
 

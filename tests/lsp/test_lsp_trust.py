@@ -279,3 +279,29 @@ async def test_a_folder_whose_settings_file_has_a_typo_opens_and_the_editor_is_t
         ]
     finally:
         await stop_server(client)
+
+
+async def test_the_status_names_the_files_that_hold_the_folders_own_settings(tmp_path: Path) -> None:
+    """Neovim told "no workspace settings" from its own reading of the files, which the server's differed from: a
+    `[tool."codeloupe"]` table it did not see (the server ignored its keys, untrusted, while the editor said there
+    was nothing to trust). The status now says which files hold settings, as the server reads them: none in a
+    comment-only .codeloupe.toml or a pyproject.toml without the table."""
+    empty, held = tmp_path / "empty", tmp_path / "held"
+    for root in (empty, held):
+        root.mkdir()
+        (root / "app.py").write_text("def post_entry(amount):\n    return amount\n", encoding="utf-8")
+    (empty / ".codeloupe.toml").write_text("# codeloupe settings (the defaults)\n# embed_threads = 2\n",
+                                           encoding="utf-8")
+    (empty / "pyproject.toml").write_text('[project]\nname = "app"  # see [tool.codeloupe] in the docs\n',
+                                          encoding="utf-8")
+    (held / "pyproject.toml").write_text('[project]\nname = "app"\n\n[tool."codeloupe"]\nembed_threads = 2\n',
+                                         encoding="utf-8")
+    (held / ".codeloupe.toml").write_text('ignore = ["vendor/**"]\n', encoding="utf-8")
+    client = await start_server([empty, held])
+    try:
+        folders = {Path(folder["root"]).name: folder for folder in await client.wait_ready(2)}
+    finally:
+        await stop_server(client)
+    assert folders["empty"]["settingsFiles"] == [] and folders["empty"]["trusted"] is False
+    assert folders["held"]["settingsFiles"] == ["pyproject.toml", ".codeloupe.toml"]
+    assert folders["held"]["trusted"] is False

@@ -1,6 +1,8 @@
 -- Against the real server: the workspace's settings file is trusted or denied through vim.secure, and the
 -- server applies or ignores its endpoint/resource settings accordingly (CODELOUPE_TEST_TRUST=allow|deny); with
--- no codeloupe settings in its files (none) nothing is asked and :Codeloupe status says there is nothing to trust.
+-- no codeloupe settings in its files (none) nothing is asked and :Codeloupe status says there is nothing to trust;
+-- with settings the plugin does not see before the server starts (`[tool."codeloupe"]`: quoted) nothing is asked,
+-- the server ignores them, and :Codeloupe status says the folder is untrusted, as the server does.
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
 local decision = os.getenv('CODELOUPE_TEST_TRUST')
 local settings_file = vim.fs.joinpath(H.root, '.codeloupe.toml')
@@ -24,7 +26,7 @@ H.ready(H.client(H.open('shop/auth.py')))
 local warnings = vim.tbl_filter(function(message)
   return message:find('ignoring settings', 1, true) ~= nil
 end, shown)
-if decision ~= 'deny' then
+if decision == 'allow' or decision == 'none' then
   H.equal(warnings, {}, 'a trusted settings file, or none, applies without a warning')
 else
   H.equal(#warnings, 1, 'one warning for the denied settings file: ' .. vim.inspect(shown))
@@ -50,6 +52,7 @@ elseif decision == 'none' then
     'no word of trusting it:\n' .. status)
 else
   H.check(status:find(H.root .. ': ready, untrusted\n', 1, true), 'status says the folder is untrusted:\n' .. status)
-  H.check(status:find('may not set endpoints, keys, models or resource settings; `' .. how, 1, true),
-    'status says what trusting it would allow, and how:\n' .. status)
+  local files = decision == 'deny' and '.codeloupe.toml' or 'pyproject.toml'
+  H.check(status:find('its own settings files (' .. files .. ') may not set endpoints, keys, models or resource '
+    .. 'settings; `' .. how, 1, true), 'status says which files, what trusting it would allow, and how:\n' .. status)
 end

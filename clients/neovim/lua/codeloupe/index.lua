@@ -24,7 +24,10 @@ function M.describe_folder(folder)
   local trust = folder.trusted and 'trusted' or 'untrusted'
   -- Trust is about the folder's own settings files (README, Trusting a workspace): with none holding codeloupe
   -- settings, "untrusted" and what trusting would allow read as something to do where there is nothing to trust.
-  if not folder.trusted and folder.root and #lsp.settings_files(folder.root) == 0 then
+  -- Which files hold settings is the server's word, as it reads them: the plugin's own reading of the files
+  -- differed from it (`[tool."codeloupe"]`, whose keys the server ignored while this said nothing to trust).
+  local settings_files = folder.settingsFiles or {}
+  if not folder.trusted and #settings_files == 0 then
     trust = 'no workspace settings'
   end
   local lines = {
@@ -36,8 +39,9 @@ function M.describe_folder(folder)
   }
   if trust == 'untrusted' then
     -- Said only ", trusted" for a trusted folder and nothing for the others, which read as nothing to know.
-    table.insert(lines, 2, ('  untrusted: its own settings files may not set endpoints, keys, models or resource '
-      .. 'settings; `codeloupe trust %s` lets them'):format(vim.fn.shellescape(root)))
+    table.insert(lines, 2, ('  untrusted: its own settings files (%s) may not set endpoints, keys, models or '
+      .. 'resource settings; `codeloupe trust %s` lets them'):format(table.concat(settings_files, ', '),
+      vim.fn.shellescape(root)))
   end
   local languages = describe_counts(folder.languages)
   if languages ~= '' then

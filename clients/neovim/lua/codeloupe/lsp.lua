@@ -123,11 +123,12 @@ local function holds_settings(name, text)
   return text:find('^%s*[^#%s]') ~= nil or text:find('\n%s*[^#%s]') ~= nil
 end
 
---- The settings files of `root` that hold codeloupe settings: the ones trusting the workspace is about (files
---- without any are not asked about).
+--- The settings files of `root` that may hold codeloupe settings: the ones the user is asked to trust (files
+--- without any are not asked about). Read here because the answer goes with `initialize`, before the server can
+--- say; everything after asks the server (`codeloupe/status` `settingsFiles`).
 ---@param root string
 ---@return string[]
-function M.settings_files(root)
+local function settings_files(root)
   local found = {}
   for _, name in ipairs(SETTINGS_FILES) do
     local path = vim.fs.joinpath(root, name)
@@ -148,7 +149,7 @@ end
 ---@param root string
 ---@return boolean
 function M.trusts_settings(root)
-  local files = M.settings_files(root)
+  local files = settings_files(root)
   for _, path in ipairs(files) do
     if not vim.secure.read(path) then
       return false
