@@ -87,6 +87,7 @@ from codeloupe.secrets import WITHHELD, looks_secret, refusal, withheld
 from codeloupe.settings import WORKSPACE_SETTINGS_FILES as WORKSPACE_SETTINGS_FILES
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
+from codeloupe.settings import SettingValueError as SettingValueError
 from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exported: the editors overlay settings)
 from codeloupe.settings import did_you_mean as did_you_mean
 from codeloupe.settings import workspace_digest as workspace_digest

@@ -108,6 +108,22 @@ class SettingsError(ValueError):
     """A setting has a value the engine cannot use; the message names the setting and its source."""
 
 
+class SettingValueError(SettingsError):
+    """A value the engine cannot use for the setting `name` (its field name), `problem` saying why. An editor
+    names the setting as its user typed it (`codeloupe.chunkBudget`) with `named`."""
+
+    def __init__(self, name: str, source: str, problem: str) -> None:
+        self.name, self.source, self.problem = name, source, problem
+        super().__init__(self.named(name))
+
+    def named(self, name: str) -> str:
+        return f"setting {name!r} from {self.source}: {self.problem}"
+
+    def __reduce__(self) -> tuple[type[SettingValueError], tuple[str, str, str]]:
+        # Rebuilt from its parts, not its message, should it cross to another process.
+        return SettingValueError, (self.name, self.source, self.problem)
+
+
 @dataclass(frozen=True)
 class Origin:
     """Where a value came from: a file, "the environment", "overrides", ...; `workspace` marks the workspace's
@@ -351,7 +367,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             raise ValueError("expected a string")
         return value
     except (TypeError, ValueError, OverflowError) as exc:
-        raise SettingsError(f"setting {name!r} from {source}: cannot use {value!r} ({exc})") from exc
+        raise SettingValueError(name, source, f"cannot use {value!r} ({exc})") from exc
 
 
 def _check(name: str, value: Any, source: str) -> None:
@@ -360,16 +376,15 @@ def _check(name: str, value: Any, source: str) -> None:
         # Compared first: a whole number past any float (TOML's are unbounded) is out of range, where isfinite
         # raised OverflowError on it.
         if not (low <= value <= high and math.isfinite(value)):
-            raise SettingsError(f"setting {name!r} from {source}: {value!r} is outside {_shown(low)}..{_shown(high)}")
+            raise SettingValueError(name, source, f"{value!r} is outside {_shown(low)}..{_shown(high)}")
     if name == "embed_provider" and value.strip().lower() not in EMBED_PROVIDERS:
-        raise SettingsError(f"setting 'embed_provider' from {source}: {value!r} is not one of "
-                            f"{', '.join(EMBED_PROVIDERS)}")
+        raise SettingValueError(name, source, f"{value!r} is not one of {', '.join(EMBED_PROVIDERS)}")
     if name in _URL_KEYS and value and _scheme(name, value, source) not in ("http", "https"):
-        raise SettingsError(f"setting {name!r} from {source}: {redact(value)!r} is not an http(s) URL")
+        raise SettingValueError(name, source, f"{redact(value)!r} is not an http(s) URL")
     if name == "store_url" and value and _scheme(name, value, source) not in ("postgresql", "postgres"):
-        raise SettingsError(f"setting 'store_url' from {source}: only a postgresql:// URL names a shared index")
+        raise SettingValueError(name, source, "only a postgresql:// URL names a shared index")
     if name == "store_repository" and value and (problem := repository_name_problem(value)):
-        raise SettingsError(f"setting 'store_repository' from {source}: {problem}")
+        raise SettingValueError(name, source, problem)
 
 
 def _scheme(name: str, value: str, source: str) -> str:
@@ -378,7 +393,7 @@ def _scheme(name: str, value: str, source: str) -> str:
     try:
         return urlsplit(value).scheme
     except ValueError as exc:
-        raise SettingsError(f"setting {name!r} from {source}: {redact(value)!r} is not a URL ({exc})") from None
+        raise SettingValueError(name, source, f"{redact(value)!r} is not a URL ({exc})") from None
 
 
 def _path_value(value: str, base_dir: Path | None) -> str:

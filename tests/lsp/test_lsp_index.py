@@ -280,6 +280,30 @@ async def test_an_unknown_editor_setting_is_told_with_the_setting_it_is_closest_
         await stop_server(client)
 
 
+async def test_a_bad_editor_setting_is_named_as_the_editor_names_it(project: Path) -> None:
+    """VS Code's `codeloupe.chunkBudget: 5` was warned of as `setting 'chunk_budget'`, a name no VS Code user typed.
+    The client sends its names (`settingNames`, as VS Code's engineOptions does) and each warning of a bad value
+    uses them, at initialize and on a settings push; a client that names none (Neovim's options are the engine's
+    names) still reads the engine's name."""
+    names = {"chunkBudget": "codeloupe.chunkBudget", "embedProvider": "codeloupe.embed.provider",
+             "repositories": "codeloupe.store.repositories"}
+    client = await start_server([project], options={"chunkBudget": 5, "settingNames": names})
+    try:
+        await client.wait_ready()
+        client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings={"codeloupe": {
+            "embedProvider": "bogus", "repositories": "acme/shop", "maxLineChars": 5, "settingNames": names}}))
+        pushed = ("codeloupe: `codeloupe.store.repositories` must be a list of repository names, got 'acme/shop'; "
+                  "ignored; setting 'codeloupe.embed.provider' from the editor settings: 'bogus' is not one of local, "
+                  "onnx, openai, none; ignored; setting 'max_line_chars' from the editor settings: 5 is outside "
+                  "100..1000000; ignored")
+        await client.wait_until(lambda: any(m.message == pushed for m in client.messages), "the settings push")
+        assert [m.message for m in client.messages if m.type == lsp.MessageType.Warning] == [
+            "codeloupe: setting 'codeloupe.chunkBudget' from the editor settings: 5 is outside 100..100000; ignored",
+            pushed]
+    finally:
+        await stop_server(client)
+
+
 async def test_a_settings_file_that_gains_only_a_warning_is_told_without_reopening_the_folder(project: Path) -> None:
     """The workspace's .codeloupe.toml gaining an unknown key changes what the user is told, not what is indexed
     or searched: the folder was closed and indexed again (a new progress bar) on the next settings push. It now

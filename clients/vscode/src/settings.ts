@@ -18,6 +18,10 @@ const ENGINE_OPTIONS: ReadonlyArray<readonly [string, string]> = [
     ['store.repositories', 'repositories'],
 ];
 
+/** Engine option name -> the VS Code setting the user typed, sent as `settingNames`. */
+const SETTING_NAMES: Readonly<Record<string, string>> = Object.fromEntries(
+    ENGINE_OPTIONS.map(([key, option]) => [option, `${SECTION}.${key}`]));
+
 /**
  * Settings that choose where code and keys are sent (or which model runs): honoured from the user's own settings
  * only. A repository's `.vscode/settings.json` is its own input, like its `.codeloupe.toml`; the manifest scopes
@@ -45,7 +49,12 @@ export interface SecretOptions {
  * keep applying.
  */
 export function engineOptions(secrets: SecretOptions, config: vscode.WorkspaceConfiguration = vscode.workspace.getConfiguration(SECTION)): EngineOptions {
-    const options: EngineOptions = secrets.chatApiKey ? { chatApiKey: secrets.chatApiKey } : {};
+    // The server's warning of a bad value names the setting the user typed (`codeloupe.chunkBudget`), not the
+    // engine's `chunk_budget`: it is told each option's VS Code name (docs/protocol.md, `settingNames`).
+    const options: EngineOptions = { settingNames: SETTING_NAMES };
+    if (secrets.chatApiKey) {
+        options.chatApiKey = secrets.chatApiKey;
+    }
     for (const [key, option] of ENGINE_OPTIONS) {
         const inspected = config.inspect(key);
         const explicit = USER_ONLY.has(key)

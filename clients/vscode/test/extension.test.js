@@ -172,8 +172,11 @@ describe('the extension against the real server', function () {
             assert.ok(probe.commandIds().includes(id), `${id} registered`);
         }
         assert.ok(client.isRunning());
-        assert.deepEqual(client.clientOptions.initializationOptions, { embedProvider: 'none', trusted: true },
+        const { settingNames, ...sent } = client.clientOptions.initializationOptions;
+        assert.deepEqual(sent, { embedProvider: 'none', trusted: true },
             'only explicitly set settings are sent, in the engine\'s camelCase names, with the workspace trust');
+        assert.equal(settingNames.chunkBudget, 'codeloupe.chunkBudget', 'with the VS Code name of each, for warnings');
+        assert.equal(settingNames.embedProvider, 'codeloupe.embed.provider');
         const status = await client.sendRequest('codeloupe/status', {});
         assert.equal(status.folders[0].provider, 'none', 'the server applied embedProvider from the init options');
         const item = probe.statusItems[0];
@@ -1695,6 +1698,19 @@ describe('the extension against the real server', function () {
         assert.ok(!(await paths()).includes('generated/quokka_tables.py'), 'ignored after the change');
         const status = await client.sendRequest('codeloupe/status', {});
         assert.equal(status.folders[0].files, reindexed.files);
+    });
+
+    it('a bad settings value is warned of by the VS Code setting the user typed, not the engine\'s name', async function () {
+        // `codeloupe.chunkBudget: 5` was warned of as "setting 'chunk_budget'", which no VS Code user typed.
+        const warning = "codeloupe: setting 'codeloupe.chunkBudget' from the editor settings: 5 is outside 100..100000; ignored";
+        try {
+            await probe.changeSettings({ 'codeloupe.chunkBudget': 5 });
+            await waitFor(`the warning "${warning}"`, () => probe.messages.some((message) => message.text === warning), 10000);
+            assert.ok(!probe.messages.some((message) => message.text.includes('chunk_budget')), 'no engine name');
+        } finally {
+            await probe.changeSettings({ 'codeloupe.chunkBudget': undefined });
+            await waitForReady(client);
+        }
     });
 
     it('the status item recovers after two settings change at once while the index is ready', async function () {
