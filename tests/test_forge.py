@@ -105,6 +105,19 @@ def test_scan_counts_only_the_extensions_no_chunker_covers(repo: Path, capsys: p
     assert json.loads(capsys.readouterr().out) == census  # deterministic
 
 
+def test_scan_of_a_folder_never_indexed_opens_no_index(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`scan` opened the workspace's index to count files on disk, so a folder never indexed was left an empty
+    index (a command that reads nothing of it leaving state behind, as `stats` did before it refused such a
+    folder), after which the folder looked indexed to every command's workspace lookup. The census is of the
+    files alone: it is given, and the cache holds nothing after it."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CODELOUPE_CACHE_DIR", str(cache))
+    assert main(["scan", str(repo), "--embed-provider", "none"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"{repo}: 7 files, 3 covered by a chunker"
+    assert not cache.exists() or not any(path.is_file() for path in cache.rglob("*")), list(cache.rglob("*"))
+
+
 def test_scan_text_says_one_file_not_one_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """It said "1 file, no chunker of their own"."""
     (tmp_path / "one.qux").write_text("a lone file\n")

@@ -134,6 +134,7 @@ if TYPE_CHECKING:
     from codeloupe.ask.events import Citation as Citation
     from codeloupe.ask.run import AskRun as AskRun
     from codeloupe.entrypoints import FileFindings
+    from codeloupe.forge import Census
     from codeloupe.search import LaneScores
     from codeloupe.shared_index import (
         DroppedRepository,
@@ -432,7 +433,7 @@ class Workspace:
 
     def strategies(self) -> tuple[Strategy, ...]:
         """The chunk strategies in force: API-registered first, then the workspace's trusted ones."""
-        return (*registered_strategies(), *self.strategy_load.strategies)
+        return _in_force(self.strategy_load)
 
     def _strategies(self) -> tuple[Strategy, ...]:
         """The strategies in force (`index.strategies_in_force`: the files a changed set claims re-chunk)."""
@@ -475,12 +476,6 @@ class Workspace:
         provider = self._provider
         if provider is not None:
             provider.stop_bulk()
-
-    def scan(self):
-        """The census of extensions no built-in chunker covers (`codeloupe.forge.Census`)."""
-        from codeloupe.forge import scan
-
-        return scan(self.root, self.settings, self.strategies())
 
     def forge(self, extensions: list[str] | None = None, on_attempt: Callable[..., None] | None = None):
         """Have the chat model write a chunk strategy per uncovered extension, each accepted only by the
@@ -1675,6 +1670,22 @@ def status(root: Path | str, overrides: dict[str, Any] | None = None) -> IndexSt
         return ws.status()
     finally:
         ws.close()
+
+
+def scan(root: Path | str, settings: Settings) -> tuple[Census, StrategyLoad]:
+    """The census of the extensions no built-in chunker covers among a folder's files on disk, with the chunk
+    strategies in force there (registered, then the workspace's trusted ones: the load returned names each strategy
+    file left alone). No index is opened: a folder never indexed is not given an empty one (after which it looked
+    indexed to every command's workspace lookup), and the shared index is not reached."""
+    from codeloupe.forge import scan as census
+
+    strategy_load = load_workspace_strategies(Path(root))
+    return census(Path(root), settings, _in_force(strategy_load)), strategy_load
+
+
+def _in_force(strategy_load: StrategyLoad) -> tuple[Strategy, ...]:
+    """The chunk strategies in force: API-registered first, then the workspace's trusted ones."""
+    return (*registered_strategies(), *strategy_load.strategies)
 
 
 def workspace_trusted(root: Path | str) -> bool:

@@ -51,19 +51,37 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, cr
     shared index refuses a repository it does not hold, not given an empty index (a command that only reads it:
     `stats` left one behind)."""
     from codeloupe.api import Workspace, is_remote_source, open_remote
-    from codeloupe.discover import DiscoverError, check_root
     from codeloupe.settings import SettingsError, load_settings
     from codeloupe.store import StoreError
 
-    flags = {key: getattr(args, key, None) for key in
-             ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore",
-              "store_url", "store_repository")}
     if hasattr(args, "remote_refresh") and is_remote_source(args.path):
         try:
-            settings = load_settings(None, {**flags, **overrides}, overrides_from=COMMAND_LINE)
+            settings = load_settings(None, _flags(args, overrides), overrides_from=COMMAND_LINE)
             return open_remote(args.path, settings, refresh=args.remote_refresh)
         except (SettingsError, StoreError, WorkspaceError) as exc:
             raise CliError(str(exc)) from exc
+    root, settings = open_folder(args, **overrides)
+    if indexed and not settings.store_url and not settings.index_path(root).exists():
+        raise CliError(one_line(f"{root}: not indexed (no index at {settings.index_path(root)}):"
+                                f" `codeloupe index {root}` indexes it"))
+    try:
+        ws = Workspace(root, settings, replace_source=replace_source, create_repository=create_repository)
+    except (WorkspaceError, StoreError) as exc:
+        raise CliError(str(exc)) from exc
+    say_notices(settings.notices, ws.strategy_load.warnings)
+    if ws.store.rebuilt_reason:
+        print(visible(f"codeloupe: the index was rebuilt: {ws.store.rebuilt_reason}"), file=sys.stderr)
+    return ws
+
+
+def open_folder(args: argparse.Namespace, **overrides: object) -> tuple[Path, Settings]:
+    """The workspace folder named by `args.path` (its root, as every command finds it; `args.subpath` set) and
+    its settings with the command's flags (and `overrides`) on top, its index left alone: what a command that
+    reads only the files needs (`scan`), and `open_workspace` then opens."""
+    from codeloupe.api import is_remote_source
+    from codeloupe.discover import DiscoverError, check_root
+    from codeloupe.settings import SettingsError, load_settings
+
     if is_remote_source(args.path):  # a URL read as a folder was "http:/host/...: no such directory"
         raise CliError(f"{visible(args.path)}: a remote repository; this command reads a folder (search, ask, graph "
                        "and index take a remote repository)")
@@ -77,24 +95,28 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, cr
         elif hasattr(args, "scope") and root.is_file():  # a search of one file is its folder's, scoped to it
             hint = f"; to search only this file: codeloupe search {root.parent} --scope {root.name} ..."
         raise CliError(f"{exc}{hint}") from exc
+    flags = _flags(args, overrides)
     try:
-        located = locate_workspace(root, load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE))
-        root, args.subpath = located.root, located.subpath
-        settings = load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE)
-        if indexed and not settings.store_url and not settings.index_path(root).exists():
-            raise CliError(one_line(f"{root}: not indexed (no index at {settings.index_path(root)}):"
-                                    f" `codeloupe index {root}` indexes it"))
-        ws = Workspace(root, settings, replace_source=replace_source, create_repository=create_repository)
-    except (SettingsError, WorkspaceError, StoreError) as exc:
+        located = locate_workspace(root, load_settings(root, flags, overrides_from=COMMAND_LINE))
+        args.subpath = located.subpath
+        return located.root, load_settings(located.root, flags, overrides_from=COMMAND_LINE)
+    except (SettingsError, WorkspaceError) as exc:
         raise CliError(str(exc)) from exc
-    # They name files of the workspace and its keys, and the endpoints a trusted workspace's files chose.
-    for notice in settings.notices:
+
+
+def _flags(args: argparse.Namespace, overrides: dict[str, object]) -> dict[str, object]:
+    """The settings the command line sets: the flags a command takes, then its own `overrides`."""
+    flags = {key: getattr(args, key, None) for key in
+             ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore",
+              "store_url", "store_repository")}
+    return {**flags, **overrides}
+
+
+def say_notices(*notices: Iterable[str]) -> None:
+    """What opening a folder has to tell on stderr, one line each: they name files of the workspace and its keys,
+    and the endpoints a trusted workspace's files chose (its settings' notices, the strategy files left alone)."""
+    for notice in (notice for group in notices for notice in group):
         print(one_line(notice), file=sys.stderr)
-    for warning in ws.strategy_load.warnings:  # they name files of the workspace
-        print(one_line(warning), file=sys.stderr)
-    if ws.store.rebuilt_reason:
-        print(visible(f"codeloupe: the index was rebuilt: {ws.store.rebuilt_reason}"), file=sys.stderr)
-    return ws
 
 
 def shared_store_url(args: argparse.Namespace) -> str:

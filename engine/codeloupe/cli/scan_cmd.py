@@ -10,7 +10,7 @@ from codeloupe.wording import amount, counted_noun
 
 from . import CliError
 from .arguments import add_workspace_args
-from .common import one_line, open_workspace
+from .common import one_line, open_folder, say_notices
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,16 +21,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.api import scan
     from codeloupe.discover import DiscoverError
     from codeloupe.forge import MIN_FILES
 
-    ws = open_workspace(args)
+    # The census is of the files on disk: no index is opened (one was created for a folder never indexed).
+    root, settings = open_folder(args)
     try:
-        census = ws.scan()
+        census, strategy_load = scan(root, settings)
     except DiscoverError as exc:
         raise CliError(str(exc)) from exc
-    finally:
-        ws.close()
+    say_notices(settings.notices, strategy_load.warnings)
     if args.json:
         print(json.dumps(dataclasses.asdict(census), indent=2))
         return 0
