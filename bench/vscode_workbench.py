@@ -82,8 +82,8 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   Graph from the Explorer's (app/auth.py's page, then the app folder's); then the User settings, edited in
   "Preferences: Open User Settings (JSON)" and saved, each applied live: `ignore` drops legacy/ from the status
   count and the search; `chunkBudget` 100 re-chunks (more chunks on the status page); a negative chunkBudget and
-  timeout, an unknown provider and a non-URL chat.baseUrl give one warning naming each, no error, the folder still
-  ready; a store.url where nothing listens, with a repository, says so; "Set Chat API Key" (a password box) keeps
+  timeout, an unknown provider and a non-URL chat.baseUrl give one warning naming each value and its VS Code
+  setting (`codeloupe.chunkBudget`, not the engine's `chunk_budget`), no error, the folder still ready; a store.url where nothing listens, with a repository, says so; "Set Chat API Key" (a password box) keeps
   the key out of settings.json and sends it to the user's chat.baseUrl, and the narrated answer shows; chat.timeoutS
   2 against a model that hangs gives the ranked files; the key removed (an empty answer) is sent no more; embed.*
   (openai at the user's endpoint, a model and a key) re-embeds there with that key and model; server.command (a
@@ -1451,6 +1451,11 @@ def check_settings(checks: Checks, port: int, folder: Path, user_data: Path) -> 
             notices = codeloupe_notices(page)
             for named in ("-5", "bogus", "not a url", "-1"):
                 assert named in text, f"the warning does not name {named!r}: {text}"
+            # Each by the setting the user typed, not the engine's name (`chunk_budget`), which no VS Code user typed.
+            for setting in ("codeloupe.chunkBudget", "codeloupe.embed.provider", "codeloupe.chat.baseUrl",
+                            "codeloupe.chat.timeoutS"):
+                assert f"'{setting}'" in text, f"the warning does not name {setting}: {text}"
+            assert "chunk_budget" not in text, f"the warning names the engine's setting: {text}"
             assert kind == "warning" and len(notices) == 1, f"{kind}; notices {notices}"
             assert "Traceback" not in text and not error_toasts(page), f"errors: {error_toasts(page)}"
             ready(files)
