@@ -117,8 +117,9 @@ async def test_status_shape(client: Client, project: Path) -> None:
     assert folder["provider"] == "none"
     assert Path(folder["indexPath"]).is_file()
     assert folder["trusted"] is False  # neither the client nor the user's trust store trusts it
-    assert set(folder) == {"uri", "root", "state", "trusted", "files", "chunks", "symbols", "vectors", "languages",
-                           "provider", "model", "indexPath", "skipped", "message"}
+    assert folder["settingsFiles"] == []  # the project has no codeloupe settings: nothing to trust
+    assert set(folder) == {"uri", "root", "state", "trusted", "settingsFiles", "files", "chunks", "symbols",
+                           "vectors", "languages", "provider", "model", "indexPath", "skipped", "message"}
     assert (await client.request("codeloupe/status", {}))["repositories"] == []
 
 
