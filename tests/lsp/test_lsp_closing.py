@@ -57,16 +57,25 @@ class Session:
 
     def graph_facts_under_way(self) -> list[int]:
         """The worker processes taking the folder's graph facts, once its first index is done: the graph refresh that
-        follows it is the only work left that runs in workers (no embedding), for seconds at `FILES` files."""
+        follows it is the only work left that runs in workers (no embedding), for seconds at `FILES` files. The kept
+        parse worker the server starts for saves once the first index is done is the server's, not the folder's:
+        not among them."""
         deadline = time.monotonic() + 120
         while not ((folders := self.ask("codeloupe/status", {})["folders"]) and folders[0]["state"] == "ready"):
             assert time.monotonic() < deadline, folders
             time.sleep(0.05)
         assert folders[0]["files"] == FILES, folders
-        while not (workers := [pid for pid in children_of(self.server.proc.pid) if alive(pid)]):
+        while not (workers := self._facts_workers()):
             assert time.monotonic() < deadline, "no graph facts workers seen"
             time.sleep(0.05)
         return workers
+
+    def _facts_workers(self) -> list[int]:
+        """The live children but the kept parse worker, once that one is started and named (until then it is not
+        told from the others)."""
+        children = children_of(self.server.proc.pid)
+        kept = parse_workers(children)
+        return [pid for pid in children if alive(pid) and pid not in kept] if kept else []
 
     def remove(self, root: Path, workers: list[int], what: str) -> None:
         """Remove the folder at `root` from the workspace, and wait until its `workers` (`what` they are) are gone."""
