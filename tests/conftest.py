@@ -55,17 +55,30 @@ def isolated_user_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_parse_worker_left() -> Iterator[None]:
+    """The kept parse worker that `no_strategy_worker_left` keeps from test to test ends with the session."""
+    yield
+    from codeloupe.parallel import stop_kept_workers
+
+    stop_kept_workers()
+
+
 @pytest.fixture(autouse=True)
 def no_strategy_worker_left() -> Iterator[None]:
-    """A test that chunked with a workspace strategy leaves this process's strategy worker running, and one that
-    chunked a few files its kept parsing worker (each is kept for the files after): ended after each test, so that no
-    later test finds a child process it did not start."""
+    """A test that chunked with a workspace strategy leaves this process's strategy worker running, with the test's
+    strategies loaded: ended after each test. One that chunked a few files leaves its kept parse worker (kept for the
+    files after): a forked one, a copy of this process as the test had it (its patches too), is ended after the test;
+    a spawned one (this process has loaded onnxruntime, or had threads: `parallel.pool_context`) imported the engine
+    anew, holds nothing of the test, and takes ~0.5 s to start again (in a run of part of the suite under xdist,
+    111 of 215 tests each spawned one): kept for the session. The tests that count
+    this process's children leave it out (`processes.children_but_parse_workers`)."""
     yield
     from codeloupe.chunk.strategy_process import stop_worker
     from codeloupe.parallel import stop_kept_workers
 
     stop_worker()
-    stop_kept_workers()
+    stop_kept_workers(forked_only=True)
 
 
 @pytest.fixture(autouse=True)

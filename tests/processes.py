@@ -43,6 +43,14 @@ def parse_workers(pids: list[int]) -> set[int]:
     return found
 
 
+def children_but_parse_workers(pid: int) -> list[int]:
+    """The child processes of `pid` (`children_of`) but its kept parse workers: the tests' own process keeps a spawned
+    one from test to test (conftest's `no_strategy_worker_left`), none of the workers a test counts there."""
+    children = children_of(pid)
+    kept = parse_workers(children)
+    return [child for child in children if child not in kept]
+
+
 def children_running(pid: int, module: str) -> list[int]:
     """The child processes of `pid` that run `module` (`python -m module ...`)."""
     found = []

@@ -17,7 +17,7 @@ from codeloupe.index import index_workspace
 from codeloupe.settings import Settings
 from codeloupe.store import Store
 from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Progress
-from processes import alive, children_of
+from processes import alive, children_but_parse_workers
 
 FILES = {
     "app/auth.py": [
@@ -204,7 +204,7 @@ def test_a_bulk_run_embeds_in_worker_processes_and_ends_them(tmp_path: Path) -> 
     store = _store(tmp_path / "index.sqlite", {"big.py": [(f"def f{i}", f"{words} f{i}\n") for i in range(70)]})
     workers_seen: list[list[int]] = []
     embed_pending(store, pooled, Settings(cache_dir=str(tmp_path)),
-                  progress=lambda _: workers_seen.append(children_of(os.getpid())))
+                  progress=lambda _: workers_seen.append(children_but_parse_workers(os.getpid())))
     assert max(len(w) for w in workers_seen) >= 2, "the bulk run never used worker processes"
     assert not any(alive(pid) for seen in workers_seen for pid in seen), "workers outlived the run"
     assert store.vector_counts(pooled.model_id)["chunks_done"] == 70

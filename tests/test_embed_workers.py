@@ -22,7 +22,7 @@ from codeloupe.embed.local import (
     minilm_tokenizer,
     shipped_model_path,
 )
-from processes import alive, assert_workers_die_with_their_parent, children_of
+from processes import alive, assert_workers_die_with_their_parent, children_but_parse_workers, children_of
 
 # Enough long texts that one call holds more than POOL_MIN_WINDOWS windows (each has the maximum: its
 # distinct words fill more than MAX_WINDOWS windows).
@@ -47,7 +47,7 @@ def test_worker_processes_give_the_vectors_of_one_process(model_copy: Path) -> N
     pooled = _encoder(model_copy, threads=2)
     try:
         vectors = pooled.embed(TEXTS)
-        workers = children_of(os.getpid())
+        workers = children_but_parse_workers(os.getpid())
         assert len(workers) >= 2, "the bulk call did not start worker processes"
     finally:
         pooled.release_workers()
@@ -66,7 +66,7 @@ def test_a_model_file_changed_after_loading_is_refused_by_the_workers(model_copy
     # Embedded by the parent's own session, loaded before the change.
     assert np.abs(vectors - reference).max() < 1e-5
     assert "changed since it was loaded" in caplog.text
-    assert not children_of(os.getpid())
+    assert not children_but_parse_workers(os.getpid())
     encoder.embed(TEXTS)  # and it does not try the workers again
     assert caplog.text.count("embedding in worker processes failed") == 1
 
@@ -129,10 +129,10 @@ def test_workers_released_by_another_thread_mid_run_finish_that_run_first(model_
     for run in runs:
         run.start()
     deadline = time.monotonic() + 120
-    while len(children_of(os.getpid())) < 2:  # both runs are waiting on the workers
+    while len(children_but_parse_workers(os.getpid())) < 2:  # both runs are waiting on the workers
         assert time.monotonic() < deadline, "the runs never started worker processes"
         time.sleep(0.01)
-    workers = children_of(os.getpid())
+    workers = children_but_parse_workers(os.getpid())
     pooled.release_workers()  # as the first bulk run to end does
     for run in runs:
         run.join()

@@ -310,6 +310,35 @@ def test_a_row_that_cannot_be_sent_to_a_worker_is_done_here_and_the_kept_worker_
     assert out == ["0:here|1:worker"]
 
 
+def test_stopping_the_forked_kept_workers_keeps_a_spawned_one(tmp_path: Path) -> None:
+    # The tests' own process ends its forked kept worker after each test (a copy of the process as that test had it,
+    # its patches too) and keeps a spawned one, which imported the engine anew and takes ~0.5 s to start (conftest).
+    out = run_case(tmp_path, """
+        import multiprocessing
+
+        from codeloupe import parallel
+
+        def worker_pid(n: int) -> int:
+            return os.getpid()
+
+        def kept_worker(method: str) -> int:
+            parallel.pool_context = lambda: multiprocessing.get_context(method)
+            [pid] = parallel.map_in_workers(worker_pid, iter([(0,)]), 1, what="test", crashed=lambda cause, n: -1)
+            return pid
+
+        if __name__ == "__main__":
+            forked = kept_worker("fork")
+            parallel.stop_kept_workers(forked_only=True)
+            print(alive(forked))
+            spawned = kept_worker("spawn")
+            parallel.stop_kept_workers(forked_only=True)
+            print(alive(spawned), kept_worker("spawn") == spawned)
+            parallel.stop_kept_workers()
+            print(alive(spawned), [pid for pid in children_of(os.getpid()) if alive(pid)])
+    """)
+    assert out == ["False", "True", "True", "False", "[]"], out
+
+
 def test_a_task_holds_rows_up_to_its_bytes_and_a_larger_row_alone() -> None:
     from codeloupe.parallel import TASK_BYTES, TASK_ROWS, _tasks
 

@@ -594,6 +594,7 @@ class _KeptParseWorker(KeptWorker):
         super().__init__(context, functools.partial(_parse_answer, _parse_memory_cap()), name="codeloupe-parse-worker",
                          daemon=False)
         self.imported: set[str] = set()  # the modules of the functions it was given
+        self.forked = context.get_start_method() == "fork"  # a copy of this process as it was at the start
 
     def run(self, fn: Callable[..., T], row: tuple, timeout_s: float,
             should_stop: Callable[[], bool] | None) -> tuple[str, object]:
@@ -709,12 +710,14 @@ def start_kept_worker(modules: Sequence[str], what: str) -> None:
     threading.Thread(target=start, name="codeloupe-parse-worker-start", daemon=True).start()
 
 
-def stop_kept_workers() -> None:
+def stop_kept_workers(forked_only: bool = False) -> None:
     """End this process's idle kept workers (they are otherwise kept for the rows after, and end with this process):
-    at exit, and for tests, whose process outlives each test."""
+    at exit, and for tests, whose process outlives each test. `forked_only`: only the forked ones, each a copy of this
+    process's state at its start (a test's patches, for the tests after it); a spawned one imported the engine anew,
+    as the next would, only later (~0.5 s)."""
     with _kept_lock:
-        idle = _kept[:]
-        _kept.clear()
+        idle = [worker for worker in _kept if worker.forked or not forked_only]
+        _kept[:] = [worker for worker in _kept if worker not in idle]
     for worker in idle:
         worker.stop()
 

@@ -825,7 +825,7 @@ def test_closing_a_warm_workspace_drops_the_embedding_step_under_way(tmp_path: P
     import threading
 
     from codeloupe.api import Workspace
-    from processes import alive, children_of, parse_workers
+    from processes import alive, children_but_parse_workers
 
     ws = Workspace(many_long_chunks(tmp_path / "long"), overrides={"embed_provider": "local"})
     provider = ws.embedding_provider()
@@ -843,8 +843,7 @@ def test_closing_a_warm_workspace_drops_the_embedding_step_under_way(tmp_path: P
     def embed_held(texts: list[str]):  # a gate only: what is checked is the store and the processes
         seen["steps"] += 1
         if seen["steps"] == 3:  # the skeletons, the first chunks (which started the worker pool), then this step
-            workers = children_of(os.getpid())  # the embedding's, not the parse worker kept for the process
-            seen["vectors"], seen["workers"] = vectors_written(), sorted(set(workers) - parse_workers(workers))
+            seen["vectors"], seen["workers"] = vectors_written(), children_but_parse_workers(os.getpid())  # embedding's
             in_step.set()
             closing.wait(300)  # the step goes on only as the workspace is being closed: it cannot end before
         return embed_texts(texts)
