@@ -675,8 +675,16 @@ def _take_kept_worker(what: str) -> _KeptParseWorker | None:
         log.warning("%s in this process: no worker process could start (%s), so a grammar that crashes or never"
                     " finishes on a file takes this process with it", what, exc)
         return None
-    atexit.register(stop_kept_workers)  # once (atexit keeps one of each); after multiprocessing's, so run before it
+    _stop_kept_workers_at_exit()
     return worker
+
+
+
+@functools.cache
+def _stop_kept_workers_at_exit() -> None:
+    """Once a process (atexit calls a function as often as it was registered): after multiprocessing's exit handler
+    is registered, so run before it, which would wait for a kept worker, a process that is not a daemon."""
+    atexit.register(stop_kept_workers)
 
 
 def _give_back_kept_worker(worker: _KeptParseWorker) -> None:
