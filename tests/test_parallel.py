@@ -339,6 +339,38 @@ def test_stopping_the_forked_kept_workers_keeps_a_spawned_one(tmp_path: Path) ->
     assert out == ["False", "True", "True", "False", "[]"], out
 
 
+def test_a_process_leaving_while_its_kept_worker_runs_a_row_ends_it_and_exits(tmp_path: Path) -> None:
+    # A kept worker is no daemon (its rows may start a strategy worker), so multiprocessing's exit handler waits for
+    # it; the exit hook ended only the idle ones, and one a thread was running a row on (a daemon thread, the language
+    # server's start of a worker for its saves) held the exit up for that row's time (120 s for a large file).
+    out = run_case(tmp_path, """
+        import threading
+        import time
+        from pathlib import Path
+
+        from codeloupe import parallel
+
+        def slow(started: str) -> int:
+            Path(started).write_text(str(os.getpid()))
+            time.sleep(1000)
+            return 0
+
+        if __name__ == "__main__":
+            started = Path("started")
+            rows = iter([(str(started.resolve()),)])
+            threading.Thread(target=lambda: list(parallel.map_in_workers(
+                slow, rows, 1, what="test", size=lambda _: 4_000_000, crashed=lambda cause, _: -1)),
+                daemon=True).start()
+            while not started.exists() or not started.read_text():
+                time.sleep(0.05)
+            print(started.read_text())
+    """)
+    deadline = time.monotonic() + 30
+    while alive(int(out[0])):
+        assert time.monotonic() < deadline, "the kept worker outlived its process"
+        time.sleep(0.05)
+
+
 def test_a_task_holds_rows_up_to_its_bytes_and_a_larger_row_alone() -> None:
     from codeloupe.parallel import TASK_BYTES, TASK_ROWS, _tasks
 

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
@@ -675,16 +676,33 @@ def _take_kept_worker(what: str) -> _KeptParseWorker | None:
         log.warning("%s in this process: no worker process could start (%s), so a grammar that crashes or never"
                     " finishes on a file takes this process with it", what, exc)
         return None
-    _stop_kept_workers_at_exit()
+    with _kept_lock:
+        _started.add(worker)
+    _end_kept_workers_at_exit()
     return worker
 
 
+# Every kept worker started and not yet let go, idle or running a row: ended at exit.
+_started: weakref.WeakSet[_KeptParseWorker] = weakref.WeakSet()
+
 
 @functools.cache
-def _stop_kept_workers_at_exit() -> None:
-    """Once a process (atexit calls a function as often as it was registered): after multiprocessing's exit handler
-    is registered, so run before it, which would wait for a kept worker, a process that is not a daemon."""
-    atexit.register(stop_kept_workers)
+def _end_kept_workers_at_exit() -> None:
+    """Once a process (atexit calls a function as often as it was registered), after multiprocessing's exit handler
+    is registered, so run before it: that handler waits for every worker process not a daemon, such as a kept worker,
+    which ends with its parent only."""
+    atexit.register(_end_kept_workers)
+
+
+def _end_kept_workers() -> None:
+    """Each kept worker this process started, idle or not: one a thread still runs a row on at exit (a daemon thread,
+    the one `start_kept_worker` starts) would hold the exit up for good."""
+    with _kept_lock:
+        started = list(_started)
+        _kept.clear()
+    for worker in started:
+        if not worker.stopped:
+            worker.stop()
 
 
 def _give_back_kept_worker(worker: _KeptParseWorker) -> None:
@@ -700,8 +718,8 @@ def start_kept_worker(modules: Sequence[str], what: str) -> None:
     """A kept worker started on a thread of its own, with `modules` imported, where none is idle: the next small map
     (a language server's first save after a first index whose files a pool parsed) then finds it ready rather than
     waiting 0.5-1 s for a spawned worker's start and imports. For a process that ends by `os._exit` (the language
-    server): one that returns from its main while the thread starts the worker would wait at exit for a worker that
-    is not yet among those `stop_kept_workers` ends."""
+    server): one that returned from its main while the thread starts the worker would wait at exit for a worker not
+    yet among those its exit hook ends."""
     with _kept_lock:
         if _kept or _kept_unstarted is not None:
             return
