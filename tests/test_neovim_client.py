@@ -384,8 +384,8 @@ def test_the_users_trust_in_the_settings_file_reaches_the_server(workspace: Path
                                                                    decision: str) -> None:
     """vim.secure's answer for .codeloupe.toml decides whether the server applies its unsafe settings; with no
     codeloupe settings in the workspace's files (`none`: the fixture's comment-only file) there is nothing to trust.
-    `quoted`: settings in a `[tool."codeloupe"]` table, which the plugin's own reading of the files missed, so
-    `:Codeloupe status` said "no workspace settings" while the server ignored them; it now says what the server does."""
+    `quoted`: settings in a `[tool."codeloupe"]` table, which the plugin's own reading of pyproject.toml missed, so
+    the user was never asked and the server ignored them: trusted through vim.secure, they now apply."""
     if decision == "quoted":
         with (workspace / "pyproject.toml").open("a", encoding="utf-8") as pyproject:
             pyproject.write('\n[tool."codeloupe"]\nembed_threads = 2\n')

@@ -118,7 +118,9 @@ local SETTINGS_FILES = { '.codeloupe.toml', 'pyproject.toml' }
 ---@return boolean
 local function holds_settings(name, text)
   if name == 'pyproject.toml' then
-    return text:find('tool%.codeloupe') ~= nil
+    -- `[tool.codeloupe]`, `[tool."codeloupe"]`, `[tool.'codeloupe']`, `tool.codeloupe.key = ...`: the same table
+    -- to TOML, and to the server, which applies it once trusted.
+    return text:find('tool%s*%.%s*(["\']?)codeloupe%1%s*[%]%.=]') ~= nil
   end
   return text:find('^%s*[^#%s]') ~= nil or text:find('\n%s*[^#%s]') ~= nil
 end
