@@ -74,11 +74,13 @@ def test_a_block_from_the_own_mapping_bound_up_is_returned_when_freed() -> None:
     assert resident - after > 7
 
 
-def test_a_large_build_exempts_what_lives_from_the_collector_and_a_cycle_dropped_later_is_still_freed() -> None:
+def test_a_large_build_exempts_what_lives_from_the_collector_and_walks_only_what_is_new() -> None:
     """After a large workspace's build every object alive is frozen (full passes of the collector no longer
-    walk a warm snapshot's hundreds of thousands of containers); a frozen object left in a cycle later is
-    collected by the next large build; a small workspace's build leaves the collector as it was."""
-    small, frozen, collected = _run("""
+    walk a warm snapshot's hundreds of thousands of containers); the next build's pass walks only what was made
+    since, so a frozen object dropped in a cycle stays until the frozen objects have doubled (each loaded
+    repository on a replica paid a pass over every other one's snapshot); a small workspace's build leaves the
+    collector as it was."""
+    small, frozen, kept, collected = _run("""
         import gc, weakref
         from codeloupe.memory import SETTLE_MIN_FILES, after_large_build
         class Node:
@@ -92,8 +94,35 @@ def test_a_large_build_exempts_what_lives_from_the_collector_and_a_cycle_dropped
         frozen = gc.get_freeze_count()
         del node
         gc.collect()  # an ordinary full pass skips frozen objects
-        assert gone() is not None
+        after_large_build(SETTLE_MIN_FILES)  # nothing new: no pass over the frozen ones
+        kept = float(gone() is not None)
+        grown = [[i] for i in range(2 * frozen)]  # a build that more than doubles what is frozen
         after_large_build(SETTLE_MIN_FILES)
-        print(small, frozen, float(gone() is None))
+        print(small, frozen, kept, float(gone() is None))
     """)
-    assert small == 0 and frozen > 1000 and collected == 1.0
+    assert small == 0 and frozen > 1000 and kept == 1.0 and collected == 1.0
+
+
+def test_a_snapshot_replaced_again_and_again_while_left_in_a_cycle_is_freed_within_a_few_builds() -> None:
+    """A replaced snapshot that a reference cycle keeps alive is frozen garbage: the full pass that runs once
+    the frozen objects have doubled frees it, so replacing a snapshot of the size of what else lives frees the
+    first one within a few builds and the garbage never outgrows what lived at the last full pass."""
+    builds, peak, live = _run("""
+        import gc, weakref
+        from codeloupe.memory import SETTLE_MIN_FILES, after_large_build
+        class Snapshot:
+            def __init__(self):
+                self.rows = [[i] for i in range(20_000)]
+                self.me = self  # left in a cycle when replaced
+        held = Snapshot()
+        after_large_build(SETTLE_MIN_FILES)
+        live = gc.get_freeze_count()
+        first = weakref.ref(held)
+        builds = peak = 0
+        while first() is not None and builds < 40:
+            held = Snapshot()
+            after_large_build(SETTLE_MIN_FILES)
+            builds, peak = builds + 1, max(peak, gc.get_freeze_count())
+        print(builds, peak, live)
+    """)
+    assert builds <= 10 and peak <= 2.5 * live

@@ -58,21 +58,34 @@ def release_freed_memory() -> None:
 SETTLE_MIN_FILES = 2000
 
 
+# How many objects were frozen right after the collector's last pass over every object (0: none yet).
+_frozen_after_full_pass = 0
+
+
 def after_large_build(files: int) -> None:
     """What a build over `files` files (a snapshot, the graph, a lane's index) leaves behind, settled: the
     heap's free pages handed back and, for a large workspace, cyclic garbage collected and every object alive
-    now exempted from the collector's later passes. Never on a query's hot path (a full collection at 200K
-    chunks takes ~0.2 s).
+    now exempted from the collector's later passes. Never on a query's hot path.
 
     A warm workspace holds a few hundred thousand container objects (per-file row lists, the graph's maps);
     CPython's collector walks them all whenever enough new objects have survived since its last full pass,
     which a few dozen queries' bundles do: at 200K chunks 2-3 of 68 queries each paid 165-260 ms for a pass
     that found nothing of the snapshot to free (with the dense product on two cores, the warm mean went
-    68.0 -> 54.7 ms: bench/search_scale.py --interleave, README). Frozen
-    objects are still freed by reference counting; one left in a cycle is collected by the next build's
-    `gc.unfreeze` and full pass, so a replaced snapshot is never kept for good."""
+    68.0 -> 54.7 ms: bench/search_scale.py --interleave, README).
+
+    A build's pass walks only what is not frozen yet, the objects made since the last build: a process holding
+    several repositories' snapshots (an every-repository query on a replica loads up to 8) paid a pass over all
+    of them for each one it loaded (~0.5 s per 2,510-file repository, docs/org-scale-measurements.md). Frozen
+    objects are still freed by reference counting; one left in a cycle (a replaced snapshot) is collected by
+    the full pass that runs once the frozen objects have doubled since the last one, so such garbage is never
+    kept for good and never outgrows what lived at that pass."""
+    global _frozen_after_full_pass
     if files >= SETTLE_MIN_FILES:
-        gc.unfreeze()
         gc.collect()
         gc.freeze()
+        if gc.get_freeze_count() >= 2 * _frozen_after_full_pass:
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+            _frozen_after_full_pass = gc.get_freeze_count()
     release_freed_memory()
