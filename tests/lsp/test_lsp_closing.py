@@ -21,7 +21,14 @@ from typing import Any
 import pytest
 from lsp_helpers import RawServer, uri, write_project
 
-from processes import alive, children_of, children_running, many_small_files, parse_workers
+from processes import (
+    alive,
+    children_but_parse_workers,
+    children_of,
+    children_running,
+    many_small_files,
+    parse_workers,
+)
 
 pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no chunking worker pool on one core")
 FILES = 1500
@@ -73,9 +80,9 @@ class Session:
     def _facts_workers(self) -> list[int]:
         """The live children but the kept parse worker, once that one is started and named (until then it is not
         told from the others)."""
-        children = children_of(self.server.proc.pid)
-        kept = parse_workers(children)
-        return [pid for pid in children if alive(pid) and pid not in kept] if kept else []
+        if not parse_workers(children_of(self.server.proc.pid)):
+            return []
+        return [pid for pid in children_but_parse_workers(self.server.proc.pid) if alive(pid)]
 
     def remove(self, root: Path, workers: list[int], what: str) -> None:
         """Remove the folder at `root` from the workspace, and wait until its `workers` (`what` they are) are gone."""
